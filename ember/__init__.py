@@ -1,0 +1,45 @@
+"""ember: a PyTorch training loop whose every step is a pluggy hook.
+
+Public API::
+
+    import ember
+    trainer = ember.Trainer(max_epochs=3, precision="bf16-mixed", plugins=[MyPlugin()])
+    trainer.fit(model, train_loader, val_loader)
+
+Plugins are plain objects with ``@ember.hookimpl`` methods; see ``ember hooks`` and ``docs/``.
+"""
+
+from __future__ import annotations
+
+from ember.core.config import TrainerConfig
+from ember.core.errors import (
+    CheckpointError,
+    ConfigurationError,
+    EmberError,
+    PluginConflictError,
+    PluginError,
+    UnknownPluginError,
+)
+from ember.core.module import Module
+from ember.core.plugin_manager import EmberWarning
+from ember.core.seed import seed_everything
+from ember.core.trainer import Trainer
+from ember.hookspecs import hookimpl, hookspec
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "ConfigurationError",
+    "EmberError",
+    "EmberWarning",
+    "Module",
+    "PluginConflictError",
+    "PluginError",
+    "Trainer",
+    "TrainerConfig",
+    "UnknownPluginError",
+    "hookimpl",
+    "hookspec",
+    "seed_everything",
+]

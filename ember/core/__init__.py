@@ -1,0 +1,1 @@
+"""The loop and the plugin machinery. Reaches plugins only through the plugin manager."""

@@ -1,0 +1,162 @@
+"""The Trainer's arguments as one validated, frozen attrs record."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import attrs
+
+from ember.core.errors import ConfigurationError, suggest
+
+#: Lightning's short precision spellings, accepted for porting.
+PRECISION_ALIASES = {
+    "32": "32-true", 32: "32-true", "64": "64-true", 64: "64-true", "16": "16-mixed", 16: "16-mixed",
+    "bf16": "bf16-mixed", "half": "16-true", "double": "64-true",
+}
+
+
+def _fail(name: str, value: Any, allowed: str) -> ConfigurationError:
+    return ConfigurationError(f"Trainer({name}={value!r}) is invalid: {allowed}.")
+
+
+def _non_negative_int(name: str, minimum: int = 0, none_ok: bool = False) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise _fail(name, value, f"expected an integer >= {minimum}" + (" or None" if none_ok else ""))
+
+    return check
+
+
+def _limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected an int >= 0 (batches) or a float in [0.0, 1.0] (fraction)")
+    if isinstance(value, int) and value >= 0:
+        return
+    if isinstance(value, float) and 0.0 <= value <= 1.0:
+        return
+    raise _fail(attribute.name, value, "expected an int >= 0 (batches) or a float in [0.0, 1.0] (fraction)")
+
+
+def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, float) and 0.0 < value <= 1.0:
+        return
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return
+    raise _fail("val_check_interval", value,
+                "expected a float in (0.0, 1.0] (fraction of an epoch) or an int > 0 (every N training batches)")
+
+
+def _precision(value: Any) -> Any:
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return PRECISION_ALIASES.get(value, value)
+    return value
+
+
+def _fast_dev_run(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if isinstance(value, bool) or (isinstance(value, int) and value >= 0):
+        return
+    raise _fail("fast_dev_run", value, "expected a bool or an int >= 0 (number of batches)")
+
+
+def _clip_algorithm(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value not in (None, "norm", "value"):
+        raise _fail("gradient_clip_algorithm", value, "expected 'norm' or 'value'" + suggest(value, ["norm", "value"]))
+
+
+def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise _fail("gradient_clip_val", value, "expected a number >= 0 or None")
+
+
+def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not all(isinstance(v, str) for v in value):
+        raise _fail(attribute.name, value, "expected a list of plugin identities (strings)")
+
+
+def _tuple(value: Any) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return (value,)
+
+
+def _str_names(value: Any) -> tuple:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    return _tuple(value)
+
+
+@attrs.frozen(kw_only=True)
+class TrainerConfig:
+    """Every Trainer argument, validated on construction. Errors name the argument and what is allowed."""
+
+    accelerator: Any = "auto"
+    strategy: Any = "auto"
+    devices: Any = "auto"
+    num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
+    precision: Any = attrs.field(default="32-true", converter=_precision)
+    callbacks: tuple = attrs.field(default=(), converter=_tuple)
+    plugins: tuple = attrs.field(default=(), converter=_tuple)
+    max_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("max_epochs", -1, True))
+    min_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("min_epochs", 0, True))
+    max_steps: int = attrs.field(default=-1, validator=_non_negative_int("max_steps", -1))
+    min_steps: int | None = attrs.field(default=None, validator=_non_negative_int("min_steps", 0, True))
+    limit_train_batches: int | float | None = attrs.field(default=None, validator=_limit)
+    limit_val_batches: int | float | None = attrs.field(default=None, validator=_limit)
+    limit_test_batches: int | float | None = attrs.field(default=None, validator=_limit)
+    limit_predict_batches: int | float | None = attrs.field(default=None, validator=_limit)
+    val_check_interval: int | float | None = attrs.field(default=None, validator=_val_check_interval)
+    check_val_every_n_epoch: int | None = attrs.field(
+        default=1, validator=_non_negative_int("check_val_every_n_epoch", 1, True))
+    num_sanity_val_steps: int = attrs.field(default=2, validator=_non_negative_int("num_sanity_val_steps", -1))
+    fast_dev_run: bool | int = attrs.field(default=False, validator=_fast_dev_run)
+    accumulate_grad_batches: int = attrs.field(
+        default=1, validator=_non_negative_int("accumulate_grad_batches", 1))
+    gradient_clip_val: float | None = attrs.field(default=None, validator=_clip_val)
+    gradient_clip_algorithm: str | None = attrs.field(default=None, validator=_clip_algorithm)
+    deterministic: bool | str | None = None
+    benchmark: bool | None = None
+    inference_mode: bool = True
+    default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
+    log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
+    block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
+    autoload_plugins: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):
+            raise _fail("check_val_every_n_epoch", None,
+                        "None is only allowed with an int val_check_interval (validation every N batches "
+                        "counted across epochs)")
+        if self.deterministic not in (None, True, False, "warn"):
+            raise _fail("deterministic", self.deterministic, "expected True, False, 'warn' or None")
+
+    @property
+    def fast_dev_batches(self) -> int:
+        """Batches per stage under ``fast_dev_run`` (0 when off)."""
+        if self.fast_dev_run is True:
+            return 1
+        return int(self.fast_dev_run) if self.fast_dev_run else 0
+
+
+FIELDS = tuple(f.name for f in attrs.fields(TrainerConfig))
+
+
+def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
+    """Build the config, turning an unknown keyword into an error with the closest valid one."""
+    for key in kwargs:
+        if key not in FIELDS:
+            raise ConfigurationError(
+                f"Trainer() got an unknown argument {key!r}.{suggest(key, FIELDS)} "
+                f"Valid arguments: {', '.join(FIELDS)}."
+            )
+    return TrainerConfig(**kwargs)

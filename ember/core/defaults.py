@@ -1,0 +1,139 @@
+"""``core.defaults``: the plain-PyTorch answer to every role hook, registered ``trylast`` for every run.
+
+A role plugin implements only what it changes; whatever it leaves unanswered falls through to these. This
+plugin is essential and cannot be blocked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Any
+
+import torch
+
+from ember.hookspecs import hookimpl
+
+IDENTITY = "core.defaults"
+STEP_METHODS = {"train": "training_step", "validate": "validation_step", "test": "test_step",
+                "predict": "predict_step"}
+_takes_dataloader_idx: dict[tuple[type, str], bool] = {}
+
+
+def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
+    """Move every tensor in nested tuples, lists, dicts and dataclasses to ``device``."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, (list, tuple)):
+        moved = [move_to_device(b, device, non_blocking) for b in batch]
+        if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+            return type(batch)(*moved)
+        return type(batch)(moved) if not isinstance(batch, list) else moved
+    if isinstance(batch, dict):
+        return type(batch)((k, move_to_device(v, device, non_blocking)) for k, v in batch.items())
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(batch, **{f.name: move_to_device(getattr(batch, f.name), device, non_blocking)
+                                            for f in dataclasses.fields(batch) if f.init})
+    to = getattr(batch, "to", None)
+    if callable(to) and not isinstance(batch, type):
+        return to(device)
+    return batch
+
+
+def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int) -> Any:
+    """Call the module's ``*_step`` for ``stage``, passing ``dataloader_idx`` where the method takes it."""
+    name = STEP_METHODS[stage]
+    method = getattr(module, name)
+    key = (type(module), name)
+    takes = _takes_dataloader_idx.get(key)
+    if takes is None:
+        try:
+            takes = "dataloader_idx" in inspect.signature(method).parameters
+        except (TypeError, ValueError):
+            takes = False
+        _takes_dataloader_idx[key] = takes
+    if takes:
+        return method(batch, batch_idx, dataloader_idx=dataloader_idx)
+    return method(batch, batch_idx)
+
+
+class Defaults:
+    """Fallback answers to the role hooks."""
+
+    identity = IDENTITY
+
+    @hookimpl(trylast=True)
+    def distributed_info(self) -> dict:
+        return {"global_rank": 0, "local_rank": 0, "node_rank": 0, "world_size": 1}
+
+    @hookimpl(trylast=True)
+    def root_device(self) -> torch.device:
+        return torch.device("cpu")
+
+    @hookimpl(trylast=True)
+    def batch_to_device(self, batch: Any, device: torch.device) -> Any:
+        return move_to_device(batch, device, non_blocking=device.type != "cpu")
+
+    @hookimpl(trylast=True)
+    def step(self, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+        return call_step(module, stage, batch, batch_idx, dataloader_idx)
+
+    @hookimpl(trylast=True)
+    def backward(self, loss: torch.Tensor) -> bool:
+        loss.backward()
+        return True
+
+    @hookimpl(trylast=True)
+    def unscale_gradients(self) -> bool:
+        return True
+
+    @hookimpl(trylast=True)
+    def clip_gradients(self, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str) -> Any:
+        params = [p for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if algorithm == "value":
+            torch.nn.utils.clip_grad_value_(params, clip_val)
+            return True
+        return torch.nn.utils.clip_grad_norm_(params, clip_val)
+
+    @hookimpl(trylast=True)
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+        optimizer.step()
+        return True
+
+    @hookimpl(trylast=True)
+    def zero_grad(self, optimizer: torch.optim.Optimizer) -> bool:
+        optimizer.zero_grad(set_to_none=True)
+        return True
+
+    @hookimpl(trylast=True)
+    def model_sharded_context(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    @hookimpl(trylast=True)
+    def setup_module(self, module: torch.nn.Module) -> Any:
+        return module
+
+    @hookimpl(trylast=True)
+    def process_dataloader(self, dataloader: Any) -> Any:
+        return dataloader
+
+    @hookimpl(trylast=True)
+    def reduce(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    @hookimpl(trylast=True)
+    def all_gather(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor.unsqueeze(0)
+
+    @hookimpl(trylast=True)
+    def broadcast(self, obj: Any) -> Any:
+        return obj
+
+    @hookimpl(trylast=True)
+    def barrier(self) -> bool:
+        return True
+
+    @hookimpl(trylast=True)
+    def reduce_boolean_decision(self, decision: bool) -> bool:
+        return bool(decision)

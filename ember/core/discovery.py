@@ -1,0 +1,157 @@
+"""Finding plugins through entry points.
+
+Two entry-point groups, one identity namespace:
+
+* ``ember.plugins``: plugins that are registered when selected by identity (``precision.bf16-mixed``,
+  ``accelerator.cuda``, ``strategy.ddp``, ``callback.early-stopping``, ...). Ember's own built-ins are
+  declared here in its ``pyproject.toml``, exactly like a third party's.
+* ``ember.autoload``: plugins that are on for every run without code changes (pytest's ``pytest11``), unless
+  blocked by identity or autoloading is switched off.
+
+pluggy's ``load_setuptools_entrypoints`` is not used: it has no error handling and silently drops a second
+distribution claiming a name. This loader names the distribution in every error and reports conflicts.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata as metadata
+import re
+import sys
+from collections.abc import Mapping
+
+import attrs
+
+from ember.core.errors import PluginConflictError, PluginError, UnknownPluginError, suggest
+
+PLUGINS_GROUP = "ember.plugins"
+AUTOLOAD_GROUP = "ember.autoload"
+BLOCK_ENV = "EMBER_BLOCK_PLUGINS"
+AUTOLOAD_ENV = "EMBER_DISABLE_PLUGIN_AUTOLOAD"
+
+_IDENTITY = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def _check_identity(instance: object, attribute: attrs.Attribute, value: str) -> None:
+    if not _IDENTITY.match(value):
+        raise PluginError(
+            f"invalid plugin identity {value!r}: an identity is '<role>.<name>' in lower case, "
+            "e.g. 'precision.bf16-mixed' or 'callback.ema'"
+        )
+
+
+@attrs.frozen
+class PluginInfo:
+    """One discovered plugin: its identity and where it comes from."""
+
+    identity: str = attrs.field(validator=_check_identity)
+    group: str
+    value: str
+    dist_name: str | None = None
+    dist_version: str | None = None
+
+    @property
+    def role(self) -> str:
+        return self.identity.split(".", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.identity.split(".", 1)[1]
+
+    @property
+    def dist(self) -> str:
+        """``name version`` of the providing distribution, for messages."""
+        if self.dist_name is None:
+            return "an unknown distribution"
+        return f"{self.dist_name} {self.dist_version}"
+
+    def load(self) -> object:
+        """Import the entry point and return the plugin object (a class is instantiated with no arguments)."""
+        module_name, _, attr = self.value.partition(":")
+        try:
+            obj: object = importlib.import_module(module_name.strip())
+            for part in filter(None, attr.strip().split(".")):
+                obj = getattr(obj, part)
+            if isinstance(obj, type):
+                obj = obj()
+        except Exception as exc:
+            raise PluginError(
+                f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
+                f"{type(exc).__name__}: {exc}. Switch it off with {BLOCK_ENV}={self.identity} "
+                f"or Trainer(block_plugins=[{self.identity!r}]), or uninstall {self.dist_name or 'it'}."
+            ) from exc
+        return obj
+
+
+@attrs.frozen
+class Discovery:
+    """Everything the installed distributions declare, by identity (several entries mean a conflict)."""
+
+    plugins: Mapping[str, tuple[PluginInfo, ...]]
+    autoload: Mapping[str, tuple[PluginInfo, ...]]
+    invalid: tuple[str, ...] = ()
+
+    def role_names(self, role: str) -> list[str]:
+        """The selectable names of one role, sorted."""
+        return sorted(info[0].name for ident, info in self.plugins.items() if ident.startswith(role + "."))
+
+    def lookup(self, role: str, name: str) -> PluginInfo:
+        """The plugin selected as ``name`` for ``role``; ``name`` may be the bare name or the identity."""
+        identity = name if name.startswith(role + ".") else f"{role}.{name}"
+        found = self.plugins.get(identity)
+        if not found:
+            choices = self.role_names(role)
+            raise UnknownPluginError(
+                f"unknown {role} {name!r}: no installed distribution provides the plugin {identity!r}. "
+                f"Available {role} plugins: {', '.join(choices) or '(none)'}.{suggest(name, choices)}"
+            )
+        return only(identity, found)
+
+
+def only(identity: str, found: tuple[PluginInfo, ...]) -> PluginInfo:
+    """The single provider of an identity, or a conflict error naming every provider."""
+    if len(found) > 1:
+        providers = ", ".join(f"{i.dist} ({i.value})" for i in found)
+        raise PluginConflictError(
+            f"plugin identity {identity!r} is claimed by several distributions: {providers}. "
+            "Uninstall all but one of them."
+        )
+    return found[0]
+
+
+_cache: dict[tuple[str, ...], Discovery] = {}
+
+
+def discover(refresh: bool = False) -> Discovery:
+    """Scan the installed distributions' entry points (cached per ``sys.path``)."""
+    key = tuple(sys.path)
+    if not refresh and key in _cache:
+        return _cache[key]
+    groups: dict[str, dict[str, list[PluginInfo]]] = {PLUGINS_GROUP: {}, AUTOLOAD_GROUP: {}}
+    invalid: list[str] = []
+    seen_dists: set[str] = set()
+    for dist in metadata.distributions():
+        dist_name = dist.metadata["Name"] or "?"
+        canonical = re.sub(r"[-_.]+", "-", dist_name).lower()
+        # The same distribution may be visible twice (e.g. an editable install and a build folder); the
+        # first on sys.path wins, as for imports.
+        if canonical in seen_dists:
+            continue
+        eps = [ep for ep in dist.entry_points if ep.group in groups]
+        if eps:
+            seen_dists.add(canonical)
+        for ep in eps:
+            try:
+                info = PluginInfo(ep.name, ep.group, ep.value, dist_name, dist.version)
+            except PluginError as exc:
+                invalid.append(f"{exc} (declared by {dist_name} {dist.version})")
+                continue
+            groups[ep.group].setdefault(ep.name, []).append(info)
+    result = Discovery(
+        plugins={k: tuple(v) for k, v in sorted(groups[PLUGINS_GROUP].items())},
+        autoload={k: tuple(v) for k, v in sorted(groups[AUTOLOAD_GROUP].items())},
+        invalid=tuple(invalid),
+    )
+    _cache.clear()
+    _cache[key] = result
+    return result

@@ -1,0 +1,36 @@
+"""The errors ember raises for bad input. Each message says what was wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class EmberError(Exception):
+    """Base class of ember's own errors."""
+
+
+class ConfigurationError(EmberError, ValueError):
+    """A Trainer argument, a module or a data source that cannot be used as given."""
+
+
+class PluginError(EmberError):
+    """A plugin that cannot be found, loaded, registered or selected."""
+
+
+class UnknownPluginError(PluginError, LookupError):
+    """A plugin name that no installed distribution provides."""
+
+
+class PluginConflictError(PluginError):
+    """Two distributions claim one plugin identity."""
+
+
+class CheckpointError(EmberError):
+    """A checkpoint that cannot be read or does not fit the run."""
+
+
+def suggest(name: str, choices: Iterable[str]) -> str:
+    """A ``" Did you mean 'x'?"`` suffix for the closest of ``choices``, or ``""``."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""

@@ -1,0 +1,100 @@
+"""Reading what ``configure_optimizers`` returns, the way Lightning accepts it, and stepping schedulers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import torch
+
+from ember.core.errors import ConfigurationError
+
+_SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
+_USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
+          "(list of optimizers, list of schedulers); a dict {'optimizer': opt, 'lr_scheduler': scheduler or "
+          "{'scheduler': s, 'interval': 'epoch'|'step', 'frequency': n, 'monitor': 'metric'}}; or a list of "
+          "such dicts")
+
+
+def _interval(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in ("epoch", "step"):
+        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step'.")
+
+
+def _frequency(instance: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"lr_scheduler 'frequency'={value!r} is invalid: expected an integer >= 1.")
+
+
+@attrs.define
+class SchedulerConfig:
+    """One learning-rate scheduler and when it steps."""
+
+    scheduler: Any
+    interval: str = attrs.field(default="epoch", validator=_interval)
+    frequency: int = attrs.field(default=1, validator=_frequency)
+    monitor: str | None = None
+    strict: bool = True
+    name: str | None = None
+    reduce_on_plateau: bool = False
+
+
+def _is_optimizer(obj: Any) -> bool:
+    return isinstance(obj, torch.optim.Optimizer)
+
+
+def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
+    if isinstance(obj, dict):
+        unknown = set(obj) - _SCHEDULER_KEYS
+        if unknown:
+            raise ConfigurationError(f"{where}: unknown lr_scheduler key(s) {sorted(unknown)}; "
+                                     f"allowed: {sorted(_SCHEDULER_KEYS)}.")
+        if "scheduler" not in obj:
+            raise ConfigurationError(f"{where}: an lr_scheduler dict needs a 'scheduler' key.")
+        config = SchedulerConfig(**obj)
+    else:
+        config = SchedulerConfig(obj)
+    sched = config.scheduler
+    plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    config.reduce_on_plateau = config.reduce_on_plateau or plateau
+    if not callable(getattr(sched, "step", None)):
+        raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()).")
+    if config.reduce_on_plateau and config.monitor is None:
+        raise ConfigurationError(f"{where}: ReduceLROnPlateau needs a 'monitor', e.g. "
+                                 "{'scheduler': s, 'monitor': 'val_loss'}.")
+    return config
+
+
+def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not."""
+    where = "configure_optimizers()"
+    if result is None:
+        return [], []
+    if _is_optimizer(result):
+        return [result], []
+    if isinstance(result, dict):
+        result = [result]
+    if isinstance(result, (list, tuple)):
+        if len(result) == 2 and isinstance(result[0], (list, tuple)) and isinstance(result[1], (list, tuple)):
+            opts, scheds = list(result[0]), list(result[1])
+            if not all(_is_optimizer(o) for o in opts):
+                raise ConfigurationError(f"{where} returned {result!r}. {_USAGE}.")
+            return opts, [_scheduler_config(s, where) for s in scheds]
+        if all(_is_optimizer(o) for o in result) and result:
+            return list(result), []
+        if all(isinstance(d, dict) for d in result) and result:
+            opts, configs = [], []
+            for d in result:
+                unknown = set(d) - {"optimizer", "lr_scheduler", "monitor"}
+                if "optimizer" not in d or unknown or not _is_optimizer(d["optimizer"]):
+                    raise ConfigurationError(f"{where} returned a dict with keys {sorted(d)}. {_USAGE}.")
+                opts.append(d["optimizer"])
+                if d.get("lr_scheduler") is not None:
+                    sched = d["lr_scheduler"]
+                    if not isinstance(sched, dict):
+                        sched = {"scheduler": sched}
+                    if "monitor" in d and "monitor" not in sched:
+                        sched = dict(sched, monitor=d["monitor"])
+                    configs.append(_scheduler_config(sched, where))
+            return opts, configs
+    raise ConfigurationError(f"{where} returned {result!r} of type {type(result).__name__}. {_USAGE}.")

@@ -1,0 +1,177 @@
+"""The plugin manager: a thin pluggy subclass, one per Trainer, and the per-run hook table."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from typing import Any, Callable
+
+import pluggy
+
+from ember.core.errors import PluginError, suggest
+from ember.hookspecs import PROJECT, spec_modules
+from ember.hookspecs import events as _events
+
+
+def _spec_names(module: Any) -> frozenset[str]:
+    return frozenset(
+        name for name, fn in vars(module).items() if callable(fn) and hasattr(fn, PROJECT + "_spec")
+    )
+
+
+#: Hooks that a plain method with the hook's name implements (Lightning's callback/module convention).
+EVENT_HOOKS = _spec_names(_events)
+#: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
+_DATAMODULE_FIRST = frozenset({"prepare_data", "setup"})
+
+
+class EmberWarning(UserWarning):
+    """A likely mistake that does not stop the run."""
+
+
+class PluginManager(pluggy.PluginManager):
+    """pluggy's manager with ember's rules.
+
+    * Methods named like an event hook are implementations without a marker (Lightning's convention), so an
+      ``nn.Module`` or a Lightning-style callback takes part as it is. Role and configuration hooks need
+      ``@ember.hookimpl``.
+    * A marked implementation of an unknown hook, or one asking for an argument its spec lacks, fails at
+      registration with the plugin's identity and the closest hook name.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        for module in spec_modules():
+            self.add_hookspecs(module)
+        self._datamodules: set[int] = set()
+        self._listeners: list[Callable[[], None]] = []
+        self.origins: dict[str, str] = {}
+        self._plain_hookexec = self._inner_hookexec
+
+    # -- discovery of implementations ------------------------------------------------------------------
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        opts = super().parse_hookimpl_opts(plugin, name)
+        if opts is None and name in EVENT_HOOKS:
+            try:
+                attr = inspect.getattr_static(plugin, name)
+            except AttributeError:
+                return None
+            if inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod)):
+                opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
+                        "tryfirst": False, "trylast": False, "specname": None}
+        if opts is not None and id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
+            opts = dict(opts, tryfirst=True)
+        return opts
+
+    def register(self, plugin: Any, name: str | None = None, *, origin: str | None = None,
+                 datamodule: bool = False) -> str | None:
+        """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
+        label = name or type(plugin).__name__
+        where = f"plugin {label!r}" + (f" (from {origin})" if origin else "")
+        if datamodule:
+            self._datamodules.add(id(plugin))
+        try:
+            registered = super().register(plugin, name)
+        except pluggy.PluginValidationError as exc:
+            raise PluginError(f"{where} has an invalid hook implementation: {exc}. "
+                              "An implementation may take any subset of the spec's arguments, by name; "
+                              "`ember hooks` lists every hook and its arguments.") from exc
+        except ValueError as exc:
+            raise PluginError(f"{where} cannot be registered: {exc}") from exc
+        if registered is None:
+            return None
+        if origin:
+            self.origins[registered] = origin
+        try:
+            self._check_names(plugin, where)
+        except Exception:
+            self.unregister(plugin)
+            raise
+        self._changed()
+        return registered
+
+    def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        result = super().unregister(plugin, name)
+        self._datamodules.discard(id(result))
+        self._changed()
+        return result
+
+    def _check_names(self, plugin: Any, where: str) -> None:
+        known = set(self.hook.__dict__)
+        for caller in self.get_hookcallers(plugin) or ():
+            if caller.spec is None:
+                impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
+                if impl.optionalhook:
+                    continue
+                raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
+                                  f"{suggest(caller.name, known)} `ember hooks` lists them.")
+        for attr in dir(type(plugin)):
+            if attr.startswith("on_") and attr not in known:
+                close = suggest(attr, EVENT_HOOKS)
+                if close:
+                    warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
+                                  f"called.{close}", EmberWarning, stacklevel=4)
+
+    # -- the per-run hook table ------------------------------------------------------------------------
+    def subscribe(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
+
+    @property
+    def monitored(self) -> bool:
+        """True while hook-call monitoring (tracing) is on: every call must go through pluggy."""
+        return self._inner_hookexec is not self._plain_hookexec
+
+    def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        undo = super().add_hookcall_monitoring(before, after)
+        self._changed()
+
+        def undo_and_rebuild() -> None:
+            undo()
+            self._changed()
+
+        return undo_and_rebuild
+
+
+class HookTable:
+    """The hooks as the loop calls them, rebuilt whenever the set of plugins changes.
+
+    A hook with no implementation is ``None`` here, so the loop skips it for the price of an attribute test:
+    an unimplemented hook costs nothing. A ``firstresult`` hook answered by a single plain implementation is
+    called directly, without pluggy's machinery, unless tracing is on.
+    """
+
+    def __init__(self, pm: PluginManager) -> None:
+        self._pm = pm
+        self.rebuild()
+        pm.subscribe(self.rebuild)
+
+    def rebuild(self) -> None:
+        pm = self._pm
+        direct_ok = not pm.monitored
+        for name, caller in vars(pm.hook).items():
+            if not isinstance(caller, pluggy.HookCaller):
+                continue
+            impls = caller.get_hookimpls()
+            if not impls:
+                setattr(self, name, None)
+            elif (direct_ok and len(impls) == 1 and not impls[0].wrapper and not impls[0].hookwrapper
+                  and caller.spec is not None and caller.spec.opts.get("firstresult")):
+                setattr(self, name, _direct(impls[0]))
+            else:
+                setattr(self, name, caller)
+
+    def __getattr__(self, name: str) -> Any:  # only reached for names that are not hooks
+        raise AttributeError(f"no ember hook named {name!r}")
+
+
+def _direct(impl: Any) -> Callable[..., Any]:
+    function, argnames = impl.function, impl.argnames
+
+    def call(**kwargs: Any) -> Any:
+        return function(*[kwargs[a] for a in argnames])
+
+    return call

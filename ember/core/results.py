@@ -1,0 +1,136 @@
+"""What ``self.log`` records, and how epoch values are reduced.
+
+Values stay on their device: logging a tensor appends a reference (and folds the list every few hundred
+entries), so a step costs no host-device synchronisation. A value is read to the host only when something
+displays or writes it (a logger, the progress bar, the value returned by ``validate``/``test``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable
+
+import torch
+
+_FOLD_EVERY = 256
+_REDUCE = {"mean", "sum", "max", "min"}
+_ALIASES = {"avg": "mean", "average": "mean", torch.mean: "mean", torch.sum: "sum", torch.max: "max",
+            torch.min: "min", "std": None}
+
+
+class MetricEntry:
+    """One logged name within a run of a stage: its options and the values seen this epoch."""
+
+    __slots__ = ("name", "on_step", "on_epoch", "prog_bar", "logger", "reduce_fx", "sync_dist",
+                 "values", "weights", "partial", "partial_weight", "last")
+
+    def __init__(self, name: str, on_step: bool, on_epoch: bool, prog_bar: bool, logger: bool,
+                 reduce_fx: str | Callable, sync_dist: bool) -> None:
+        self.name = name
+        self.on_step = on_step
+        self.on_epoch = on_epoch
+        self.prog_bar = prog_bar
+        self.logger = logger
+        self.reduce_fx = reduce_fx
+        self.sync_dist = sync_dist
+        self.values: list[torch.Tensor] = []
+        self.weights: list[float] = []
+        self.partial: torch.Tensor | None = None
+        self.partial_weight = 0.0
+        self.last: Any = None
+
+    def add(self, value: torch.Tensor, weight: float) -> None:
+        self.last = value
+        if not self.on_epoch:
+            return
+        self.values.append(value)
+        self.weights.append(weight)
+        if len(self.values) >= _FOLD_EVERY and not callable(self.reduce_fx):
+            self._fold()
+
+    def _fold(self) -> None:
+        stacked = torch.stack([v.detach().to(torch.float64).reshape(()) for v in self.values])
+        fx = self.reduce_fx
+        if fx == "mean":
+            w = torch.tensor(self.weights, dtype=torch.float64, device=stacked.device)
+            value = (stacked * w).sum()
+        elif fx == "sum":
+            value = stacked.sum()
+        elif fx == "max":
+            value = stacked.max()
+        else:
+            value = stacked.min()
+        if self.partial is not None:
+            if fx in ("mean", "sum"):
+                value = value + self.partial
+            elif fx == "max":
+                value = torch.maximum(value, self.partial)
+            else:
+                value = torch.minimum(value, self.partial)
+        self.partial = value
+        self.partial_weight += sum(self.weights)
+        self.values.clear()
+        self.weights.clear()
+
+    def compute(self) -> torch.Tensor | None:
+        """The epoch value (None when nothing was logged this epoch)."""
+        if callable(self.reduce_fx):
+            if not self.values:
+                return None
+            return self.reduce_fx(torch.stack([torch.as_tensor(v).detach().float().reshape(()) for v in self.values]))
+        if self.values:
+            self._fold()
+        if self.partial is None:
+            return None
+        value = self.partial / self.partial_weight if self.reduce_fx == "mean" else self.partial
+        return value.to(torch.float32)
+
+    def reset(self) -> None:
+        self.values.clear()
+        self.weights.clear()
+        self.partial = None
+        self.partial_weight = 0.0
+        self.last = None
+
+
+def to_tensor(name: str, value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise ValueError(f"self.log({name!r}, ...) needs a single number, got a tensor of shape "
+                             f"{tuple(value.shape)}; reduce it first (e.g. .mean()).")
+        return value.detach()
+    if isinstance(value, numbers.Number) and not isinstance(value, bool):
+        return torch.tensor(float(value))
+    if hasattr(value, "compute") and hasattr(value, "update"):  # a torchmetrics Metric
+        return value
+    raise ValueError(f"self.log({name!r}, {value!r}): expected a number or a one-element tensor.")
+
+
+def check_reduce_fx(name: str, reduce_fx: Any) -> str | Callable:
+    fx = _ALIASES.get(reduce_fx, reduce_fx) if not isinstance(reduce_fx, str) else reduce_fx.lower()
+    fx = _ALIASES.get(fx, fx)
+    if fx in _REDUCE or (callable(fx) and not isinstance(fx, str)):
+        return fx
+    raise ValueError(f"self.log({name!r}, reduce_fx={reduce_fx!r}): expected one of 'mean', 'sum', 'max', "
+                     "'min' or a callable taking a 1-D tensor of the epoch's values.")
+
+
+class Results:
+    """The entries logged during one run of one stage (``"train"``, ``"validate"``, ``"test"``)."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+        self.entries: dict[str, MetricEntry] = {}
+
+    def reset(self) -> None:
+        for entry in self.entries.values():
+            entry.reset()
+
+    def epoch_values(self) -> dict[str, tuple[MetricEntry, torch.Tensor]]:
+        out = {}
+        for key, entry in self.entries.items():
+            if entry.on_epoch:
+                value = entry.compute()
+                if value is not None:
+                    out[key] = (entry, value)
+        return out

@@ -1,0 +1,492 @@
+"""``ember.Trainer``: selects the run's plugins, then drives the loops in :mod:`ember.core.loops`."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import torch
+
+from ember.core import discovery
+from ember.core.config import TrainerConfig, make_config
+from ember.core.defaults import Defaults
+from ember.core.errors import ConfigurationError, PluginError
+from ember.core.loops import Loops
+from ember.core.optim import SchedulerConfig
+from ember.core.plugin_manager import HookTable, PluginManager
+from ember.core.results import MetricEntry, Results, check_reduce_fx, to_tensor
+
+log = logging.getLogger("ember")
+
+#: Roles selected by a Trainer argument: role -> the argument naming it. One plugin per role is active.
+SELECTED_ROLES = ("accelerator", "strategy", "precision")
+#: Plugin identities that cannot be blocked.
+ESSENTIAL = frozenset({"core.defaults"})
+_STAGES = ("fit", "validate", "test", "predict")
+
+
+def _env_blocked() -> tuple[str, ...]:
+    raw = os.environ.get(discovery.BLOCK_ENV, "")
+    return tuple(v.strip() for v in raw.split(",") if v.strip())
+
+
+def _autoload_env_off() -> bool:
+    return os.environ.get(discovery.AUTOLOAD_ENV, "").lower() not in ("", "0", "false", "no")
+
+
+def _identity_of(plugin: Any, default_role: str) -> str:
+    identity = getattr(plugin, "identity", None)
+    if isinstance(identity, str) and identity:
+        return identity
+    return f"{default_role}.{type(plugin).__name__}" if not isinstance(plugin, type) else f"{default_role}.{plugin.__name__}"
+
+
+class Trainer:
+    """Runs ``fit``, ``validate``, ``test`` and ``predict``; every step of the way is a hook.
+
+    Arguments are Lightning's (see :class:`ember.core.config.TrainerConfig` for the full list), plus
+    ``block_plugins`` (identities never registered) and ``autoload_plugins`` (False: no always-on plugins).
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.config: TrainerConfig = make_config(kwargs)
+        self.plugin_manager = PluginManager()
+        self.discovery = discovery.discover()
+        self.blocked = tuple(dict.fromkeys(self.config.block_plugins + _env_blocked()))
+        for identity in self.blocked:
+            if identity in ESSENTIAL:
+                raise PluginError(f"plugin {identity!r} is essential to ember and cannot be blocked; "
+                                  f"remove it from block_plugins / {discovery.BLOCK_ENV}.")
+            self.plugin_manager.set_blocked(identity)
+        self.autoload = self.config.autoload_plugins and not _autoload_env_off()
+        self.role_plugins: dict[str, Any] = {}
+        self.role_identities: dict[str, str] = {}
+        self.extra_plugins: list[tuple[str, Any]] = []
+        self._select_plugins()
+        self.autoload_plugins: list[tuple[str, Any]] = self._load_autoload() if self.autoload else []
+        self._init_state()
+
+    # -- plugin selection ----------------------------------------------------------------------------------
+    def _select_plugins(self) -> None:
+        cfg = self.config
+        given: dict[str, Any] = {}
+        for plugin in cfg.plugins:
+            role = getattr(plugin, "role", None)
+            if role in SELECTED_ROLES:
+                if role in given:
+                    raise ConfigurationError(f"Trainer(plugins=...) holds two {role} plugins: {given[role]!r} and "
+                                             f"{plugin!r}; pass one.")
+                given[role] = plugin
+            else:
+                self.extra_plugins.append((_identity_of(plugin, "plugin"), plugin))
+        for index, callback in enumerate(cfg.callbacks):
+            self.extra_plugins.append((_identity_of(callback, "callback"), callback))
+        seen: set[str] = set()
+        for i, (identity, plugin) in enumerate(self.extra_plugins):
+            if identity in seen:  # two callbacks of one class: keep identities unique and stable
+                n = 2
+                while f"{identity}-{n}" in seen:
+                    n += 1
+                identity = f"{identity}-{n}"
+                self.extra_plugins[i] = (identity, plugin)
+            seen.add(identity)
+        for role in SELECTED_ROLES:
+            arg = getattr(cfg, role)
+            if role in given:
+                default = getattr(attrs.fields(TrainerConfig), role).default
+                if arg not in (default, "auto"):
+                    raise ConfigurationError(f"Trainer({role}={arg!r}) conflicts with the {role} plugin passed in "
+                                             f"plugins=[{given[role]!r}]; pass one of them.")
+                arg = given[role]
+            self._select(role, arg)
+
+    def _select(self, role: str, arg: Any) -> None:
+        if not isinstance(arg, str):
+            identity = _identity_of(arg, role)
+            self._activate(role, identity, arg)
+            return
+        name = arg
+        if name == "auto":
+            name = self._auto(role)
+        info = self.discovery.lookup(role, name)
+        if info.identity in self.blocked:
+            raise PluginError(f"{role} {name!r} ({info.identity}, from {info.dist}) is blocked by block_plugins / "
+                              f"{discovery.BLOCK_ENV}; unblock it or choose another {role}: "
+                              f"{', '.join(self.discovery.role_names(role))}.")
+        self._activate(role, info.identity, info.load(), origin=info.dist)
+
+    def _activate(self, role: str, identity: str, plugin: Any, origin: str | None = None) -> None:
+        check = getattr(plugin, "check_available", None)
+        if callable(check):
+            check(self.config)  # raises ConfigurationError naming what is missing (e.g. no CUDA device)
+        self.role_plugins[role] = plugin
+        self.role_identities[role] = identity
+        if origin:
+            self.plugin_manager.origins[identity] = origin
+
+    def _auto(self, role: str) -> str:
+        """``"auto"``: the available plugin of the role with the highest ``auto_select(config)`` priority."""
+        best: tuple[float, str] | None = None
+        for identity, infos in self.discovery.plugins.items():
+            if not identity.startswith(role + ".") or identity in self.blocked:
+                continue
+            info = discovery.only(identity, infos)
+            try:
+                plugin = info.load()
+            except PluginError as exc:
+                log.warning("skipping %s for %s='auto': %s", identity, role, exc)
+                continue
+            chooser = getattr(plugin, "auto_select", None)
+            priority = chooser(self.config) if callable(chooser) else None
+            if priority is not None and (best is None or priority > best[0]):
+                best = (priority, info.name)
+        if best is None:
+            raise PluginError(f"{role}='auto' found no available {role} plugin among "
+                              f"{', '.join(self.discovery.role_names(role)) or '(none installed)'}.")
+        return best[1]
+
+    def _load_autoload(self) -> list[tuple[str, Any]]:
+        strict = os.environ.get("EMBER_STRICT_PLUGINS", "").lower() not in ("", "0", "false", "no")
+        loaded = []
+        for identity, infos in self.discovery.autoload.items():
+            if identity in self.blocked:
+                continue
+            try:
+                info = discovery.only(identity, infos)
+                loaded.append((identity, info.load()))
+                self.plugin_manager.origins[identity] = info.dist
+            except PluginError as exc:
+                if strict:
+                    raise
+                import warnings
+
+                from ember.core.plugin_manager import EmberWarning
+
+                warnings.warn(f"{exc} (ignored; set EMBER_STRICT_PLUGINS=1 to make this an error)",
+                              EmberWarning, stacklevel=3)
+        return loaded
+
+    # -- state ---------------------------------------------------------------------------------------------
+    def _init_state(self) -> None:
+        self.global_step = 0
+        self.current_epoch = 0
+        self.batch_idx = 0
+        self.should_stop = False
+        self.state = {"fn": None, "stage": None, "status": "initializing"}
+        self.sanity_checking = False
+        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self.logged_metrics: dict[str, torch.Tensor] = {}
+        self._progress_bar_metrics: dict[str, torch.Tensor] = {}
+        self.module: Any = None
+        self.model: Any = None
+        self.datamodule: Any = None
+        self.optimizers: list[torch.optim.Optimizer] = []
+        self.lr_scheduler_configs: list[SchedulerConfig] = []
+        self._manual_optimizers: list[Any] = []
+        self.hook: Any = None
+        self.root_device = torch.device("cpu")
+        self.global_rank = self.local_rank = self.node_rank = 0
+        self.world_size = 1
+        self.num_training_batches: float = math.inf
+        self.num_val_batches: list[float] = []
+        self.num_sanity_val_batches: list[float] = []
+        self.num_test_batches: list[float] = []
+        self.num_predict_batches: list[float] = []
+        self.interrupted = False
+        self._results: Results | None = None
+        self._log_defaults = (True, False, False)
+        self._dataloader_idx = 0
+        self._num_dataloaders = 1
+        self._current_batch: Any = None
+        self._loops = Loops(self)
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def lightning_module(self) -> Any:
+        return self.module
+
+    @property
+    def precision(self) -> str:
+        return self.role_identities["precision"].split(".", 1)[1]
+
+    @property
+    def training(self) -> bool:
+        return self.state["stage"] == "train"
+
+    @property
+    def validating(self) -> bool:
+        return self.state["stage"] == "validate"
+
+    @property
+    def testing(self) -> bool:
+        return self.state["stage"] == "test"
+
+    @property
+    def predicting(self) -> bool:
+        return self.state["stage"] == "predict"
+
+    @property
+    def max_epochs(self) -> int:
+        return self._loops.max_epochs
+
+    @property
+    def max_steps(self) -> int:
+        return self._loops.max_steps
+
+    @property
+    def default_root_dir(self) -> str:
+        return self.config.default_root_dir
+
+    @property
+    def accumulate_grad_batches(self) -> int:
+        return self.config.accumulate_grad_batches
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """The ``prog_bar=True`` metrics as floats (reading them synchronises with the device)."""
+        return {k: float(v) for k, v in self._progress_bar_metrics.items()}
+
+    @property
+    def estimated_stepping_batches(self) -> float:
+        """Optimizer steps the fit will take (``max_steps`` or epochs x steps per epoch)."""
+        if self._loops.max_steps != -1:
+            return self._loops.max_steps
+        per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
+        return per_epoch * max(self._loops.max_epochs, 1) if self._loops.max_epochs != -1 else math.inf
+
+    # -- public entry points -------------------------------------------------------------------------------
+    def fit(self, model: torch.nn.Module, train_dataloaders: Any = None, val_dataloaders: Any = None,
+            datamodule: Any = None, ckpt_path: str | None = None) -> None:
+        """Train ``model``; data from the arguments, the DataModule or the module's ``*_dataloader()``."""
+        if train_dataloaders is not None and _looks_like_datamodule(train_dataloaders):
+            datamodule, train_dataloaders = train_dataloaders, None
+        self._run("fit", model, datamodule, {"train": train_dataloaders, "validate": val_dataloaders},
+                  ckpt_path=ckpt_path)
+
+    def validate(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
+                 ckpt_path: str | None = None, verbose: bool = True) -> list[dict[str, float]]:
+        """Run one validation epoch; returns one dict of epoch metrics per loader."""
+        return self._eval_entry("validate", model, dataloaders, datamodule, ckpt_path, verbose)
+
+    def test(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
+             ckpt_path: str | None = None, verbose: bool = True) -> list[dict[str, float]]:
+        """Run one test epoch; returns one dict of epoch metrics per loader."""
+        return self._eval_entry("test", model, dataloaders, datamodule, ckpt_path, verbose)
+
+    def predict(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
+                return_predictions: bool = True, ckpt_path: str | None = None) -> Any:
+        """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
+        if dataloaders is not None and _looks_like_datamodule(dataloaders):
+            datamodule, dataloaders = dataloaders, None
+        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path=ckpt_path,
+                         return_predictions=return_predictions)
+
+    def _eval_entry(self, stage: str, model: Any, dataloaders: Any, datamodule: Any, ckpt_path: Any,
+                    verbose: bool) -> list[dict[str, float]]:
+        if dataloaders is not None and _looks_like_datamodule(dataloaders):
+            datamodule, dataloaders = dataloaders, None
+        return self._run(stage, model, datamodule, {stage: dataloaders}, ckpt_path=ckpt_path, verbose=verbose)
+
+    # -- one run -------------------------------------------------------------------------------------------
+    def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
+        if model is None:
+            model = self.module
+            if model is None:
+                raise ConfigurationError(f"trainer.{fn}() needs a model: pass it as the first argument.")
+        if not isinstance(model, torch.nn.Module):
+            raise ConfigurationError(f"trainer.{fn}(model=...) expects a torch.nn.Module with the step methods, "
+                                     f"got {type(model).__name__}.")
+        self._check_module(fn, model)
+        if datamodule is not None and any(v is not None for v in loaders.values()):
+            raise ConfigurationError(f"trainer.{fn}() got both dataloaders and a datamodule; pass one of them.")
+        self.module, self.datamodule = model, datamodule
+        self.state = {"fn": fn, "stage": None, "status": "running"}
+        self.interrupted = False
+        pm = self.plugin_manager
+        registered = self._register_run_plugins(model, datamodule)
+        self.hook = HookTable(pm)
+        if "_trainer" in getattr(model, "__dict__", {}) or isinstance(model, _module_base()):
+            model.__dict__["_trainer"] = self
+        if datamodule is not None:
+            datamodule.__dict__["trainer"] = self
+        try:
+            return self._loops.run(fn, loaders, options)
+        except BaseException as exc:
+            self.state["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self._on_exception(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                log.warning("KeyboardInterrupt: run ended early at epoch %d, step %d", self.current_epoch,
+                            self.global_step)
+                self.interrupted = True
+                return None
+            raise
+        finally:
+            try:
+                if self.hook.teardown is not None and self.state.get("setup_done"):
+                    self.hook.teardown(trainer=self, module=model, stage=fn)
+            finally:
+                for plugin in reversed(registered):
+                    if pm.is_registered(plugin):
+                        pm.unregister(plugin)
+                self.state["stage"] = None
+                if self.state["status"] == "running":
+                    self.state["status"] = "finished"
+
+    def _check_module(self, fn: str, model: Any) -> None:
+        needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
+                  "predict": "predict_step"}[fn]
+        if not callable(getattr(model, needed, None)):
+            raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
+                                     f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
+        if fn == "fit" and not callable(getattr(model, "configure_optimizers", None)):
+            raise ConfigurationError(f"{type(model).__name__} has no configure_optimizers() method, which "
+                                     "trainer.fit() needs. Return an optimizer from it, e.g. "
+                                     "torch.optim.AdamW(self.parameters(), lr=1e-3).")
+
+    def _register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
+        """Register this run's plugins; calls run LIFO, so the last registered runs first."""
+        pm = self.plugin_manager
+        order: list[tuple[str, Any, dict]] = [(Defaults.identity, Defaults(), {})]
+        for role in SELECTED_ROLES:
+            order.append((self.role_identities[role], self.role_plugins[role], {}))
+        if datamodule is not None:
+            order.append(("datamodule", datamodule, {"datamodule": True}))
+        order.append(("module", model, {}))
+        order.extend((ident, p, {}) for ident, p in self.autoload_plugins)
+        order.extend((ident, p, {}) for ident, p in self.extra_plugins)
+        registered = []
+        try:
+            for identity, plugin, extra in order:
+                if identity in self.blocked:
+                    continue
+                if pm.is_registered(plugin):
+                    continue
+                pm.register(plugin, name=identity, origin=pm.origins.get(identity), **extra)
+                registered.append(plugin)
+        except BaseException:
+            for plugin in reversed(registered):
+                pm.unregister(plugin)
+            raise
+        return registered
+
+    def _on_exception(self, exc: BaseException) -> None:
+        """Run every ``on_exception`` implementation, even when one of them raises."""
+        caller = self.plugin_manager.hook.on_exception
+        kwargs = {"trainer": self, "module": self.module, "exception": exc}
+        for impl in reversed(caller.get_hookimpls()):
+            try:
+                impl.function(*[kwargs[a] for a in impl.argnames])
+            except Exception:
+                log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+
+    # -- used by the module and the loops -------------------------------------------------------------------
+    def _log(self, name: str, value: Any, *, prog_bar: bool, logger: bool, on_step: bool | None,
+             on_epoch: bool | None, reduce_fx: Any, sync_dist: bool, batch_size: int | None) -> None:
+        results = self._results
+        if results is None:
+            raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
+        key = name if self._num_dataloaders == 1 else f"{name}/dataloader_idx_{self._dataloader_idx}"
+        entry = results.entries.get(key)
+        if entry is None:
+            d_step, d_epoch, _ = self._log_defaults
+            on_step = d_step if on_step is None else on_step
+            on_epoch = d_epoch if on_epoch is None else on_epoch
+            entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
+                                sync_dist)
+            results.entries[key] = entry
+        tensor = to_tensor(name, value)
+        weight = 1.0
+        if entry.on_epoch and entry.reduce_fx == "mean":
+            weight = float(batch_size) if batch_size is not None else self._batch_size()
+        entry.add(tensor, weight)
+        if entry.on_step:
+            self._publish_step(entry, tensor)
+        if self._log_defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
+            self._publish_epoch(entry, entry.compute())
+
+    def _batch_size(self) -> float:
+        batch = self._current_batch
+        size = self.__dict__.get("_current_batch_size")
+        if size is not None and size[0] is batch:
+            return size[1]
+        found = _infer_batch_size(batch)
+        self.__dict__["_current_batch_size"] = (batch, found)
+        return found
+
+    def _publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
+        key = f"{entry.name}_step" if entry.on_epoch else entry.name
+        if self.sanity_checking:
+            return
+        self.callback_metrics[key] = value
+        if entry.logger:
+            self.logged_metrics[key] = value
+        if entry.prog_bar:
+            self._progress_bar_metrics[key] = value
+
+    def _publish_epoch(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
+        if value is None or self.sanity_checking:
+            return
+        if entry.sync_dist and self.world_size > 1:
+            value = self.hook.reduce(trainer=self, tensor=value, op="mean" if entry.reduce_fx == "mean"
+                                     else entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean")
+        key = f"{entry.name}_epoch" if entry.on_step else entry.name
+        self.callback_metrics[key] = value
+        if entry.on_step:
+            self.callback_metrics[entry.name] = value
+        if entry.logger:
+            self.logged_metrics[key] = value
+        if entry.prog_bar:
+            self._progress_bar_metrics[key] = value
+
+    def _backward(self, loss: torch.Tensor, optimizer: Any) -> None:
+        self._loops.backward(loss, optimizer)
+
+    def _clip(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
+        return self.hook.clip_gradients(trainer=self, module=self.module, optimizer=optimizer,
+                                        clip_val=clip_val, algorithm=algorithm)
+
+    # -- collectives, for plugins and users -------------------------------------------------------------
+    def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
+        return self.plugin_manager.hook.reduce(trainer=self, tensor=tensor, op=op)
+
+    def barrier(self, name: str | None = None) -> None:
+        self.plugin_manager.hook.barrier(trainer=self, name=name)
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return self.plugin_manager.hook.broadcast(trainer=self, obj=obj, src=src)
+
+    def print(self, *args: Any, **kwargs: Any) -> None:
+        if self.is_global_zero:
+            print(*args, **kwargs)
+
+
+def _module_base() -> type:
+    from ember.core.module import Module
+
+    return Module
+
+
+def _looks_like_datamodule(obj: Any) -> bool:
+    return any(callable(getattr(obj, n, None)) for n in
+               ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
+        isinstance(obj, torch.utils.data.DataLoader)
+
+
+def _infer_batch_size(batch: Any) -> float:
+    if isinstance(batch, torch.Tensor):
+        return float(batch.shape[0]) if batch.dim() else 1.0
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
+        for item in batch:
+            size = _infer_batch_size(item)
+            if size:
+                return size
+    return 1.0

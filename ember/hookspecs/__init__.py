@@ -1,0 +1,24 @@
+"""The hook contract: every hook ember's loop calls, as pluggy specifications.
+
+Three families live in three modules:
+
+* :mod:`ember.hookspecs.events` -- Lightning's callback/module events, broadcast to every plugin.
+* :mod:`ember.hookspecs.roles` -- the work of the accelerator, precision, strategy and checkpoint-storage
+  roles, answered by the active plugin of the role (``firstresult``) and wrappable by any plugin.
+* :mod:`ember.hookspecs.config` -- the few configuration hooks.
+
+This package imports nothing of ember and no torch at import time, so it is cheap to import.
+"""
+
+from __future__ import annotations
+
+from ember.hookspecs.markers import PROJECT, hookimpl, hookspec
+
+__all__ = ["PROJECT", "hookimpl", "hookspec", "spec_modules"]
+
+
+def spec_modules() -> list:
+    """The modules holding the specs, in documentation order."""
+    from ember.hookspecs import config, events, roles
+
+    return [events, roles, config]

@@ -1,0 +1,61 @@
+"""``precision.16-mixed``: float32 parameters, the step in float16 under ``torch.autocast``, and a
+``torch.amp.GradScaler`` that scales the loss, unscales before ``on_before_optimizer_step`` and skips steps
+with inf/NaN gradients. Works on CPU too (torch's CPU autocast and scaler support float16)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import torch
+
+from ember.hookspecs import hookimpl
+from ember.plugins.precision import autocast_device_type
+
+
+class FP16Mixed:
+    role = "precision"
+    identity = "precision.16-mixed"
+    dtype = torch.float16
+
+    def __init__(self, scaler: torch.amp.GradScaler | None = None) -> None:
+        self.scaler = scaler
+        self._device_type = "cpu"
+
+    @hookimpl
+    def setup_device(self, device: torch.device) -> None:
+        self._device_type = autocast_device_type(device)
+        if self.scaler is None:
+            self.scaler = torch.amp.GradScaler(self._device_type)
+
+    @hookimpl(wrapper=True)
+    def step(self) -> Generator[None, Any, Any]:
+        with torch.autocast(self._device_type, dtype=self.dtype):
+            return (yield)
+
+    @hookimpl
+    def backward(self, loss: torch.Tensor) -> bool:
+        self.scaler.scale(loss).backward()
+        return True
+
+    @hookimpl
+    def unscale_gradients(self, optimizer: torch.optim.Optimizer) -> bool:
+        self.scaler.unscale_(optimizer)
+        return True
+
+    @hookimpl
+    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        return True
+
+    @hookimpl
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.scaler is not None:
+            checkpoint.setdefault("plugins", {})[self.identity] = {"scaler": self.scaler.state_dict()}
+
+    @hookimpl
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("plugins", {}).get(self.identity)
+        if state and self.scaler is not None:
+            self.scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,1 @@
+"""Strategies: how work is spread over processes."""

@@ -1,0 +1,38 @@
+"""``strategy.single_device``: one process, one device.
+
+Everything a single process needs is the plain-PyTorch fallback (``core.defaults``), so this plugin only
+checks that one device was asked for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ember.core.errors import ConfigurationError
+
+
+def _count(devices: Any) -> int:
+    if devices in ("auto", None):
+        return 1
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str):
+        return len([d for d in devices.split(",") if d.strip()]) if "," in devices else int(devices)
+    return int(devices)
+
+
+class SingleDeviceStrategy:
+    role = "strategy"
+    identity = "strategy.single_device"
+
+    @staticmethod
+    def auto_select(config: Any) -> int:
+        return 0
+
+    @staticmethod
+    def check_available(config: Any) -> None:
+        n = _count(config.devices)
+        if n != 1 or config.num_nodes != 1:
+            raise ConfigurationError(
+                f"Trainer(devices={config.devices!r}, num_nodes={config.num_nodes}) asks for {n * config.num_nodes} "
+                "devices, but strategy 'single_device' runs one; use strategy='ddp' (or 'auto') for several.")
