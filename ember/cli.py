@@ -23,7 +23,8 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="32-true")
     p.add_argument("--accelerator", default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--default-root-dir", default="ember_logs/demo")
+    p.add_argument("--default-root-dir", default="ember_logs")
+    p.add_argument("--no-plot", action="store_true", help="skip the picture of the training curves")
 
 
 @command("demo", "train an MLP on scikit-learn's bundled digits data and print its validation accuracy", _demo_args)
@@ -31,7 +32,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ember.demo import run_demo
 
     accuracy = run_demo(max_epochs=args.max_epochs, precision=args.precision, accelerator=args.accelerator,
-                        seed=args.seed, default_root_dir=args.default_root_dir)
+                        seed=args.seed, default_root_dir=args.default_root_dir, plot=not args.no_plot)
     print(f"validation accuracy: {accuracy:.4f}")
     return 0
 
