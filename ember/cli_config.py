@@ -206,6 +206,12 @@ def class_spec(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise CLIError(f"{where}: expected a class path or {{class_path: ..., init_args: {{...}}}}, got {value!r}.")
     if not any(k in value for k in _CLASS_KEYS):
+        for key in value:  # a misspelt class_path/init_args, rather than an argument of the class
+            close = difflib.get_close_matches(str(key), _CLASS_KEYS, n=1, cutoff=0.75)
+            if close:
+                raise CLIError(f"{where}: unknown key {key!r}. Did you mean {close[0]!r}? Valid keys: class_path, "
+                               "init_args (or the class's arguments directly, when its class_path is given "
+                               "elsewhere).")
         return {"init_args": dict(value)}
     for key in value:
         if key not in _CLASS_KEYS:

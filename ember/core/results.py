@@ -133,6 +133,11 @@ def to_tensor(name: str, value: Any) -> torch.Tensor:
     raise ValueError(f"self.log({name!r}, {value!r}): expected a number or a one-element tensor.")
 
 
+def _wide(value: torch.Tensor) -> torch.Tensor:
+    value = value.detach().reshape(())
+    return value.double() if value.device.type == "cpu" else value.float()
+
+
 def to_floats(values: dict[str, Any]) -> dict[str, float]:
     """Read logged values to the host with one synchronisation (one stack per device)."""
     out: dict[str, float] = {}
@@ -143,7 +148,8 @@ def to_floats(values: dict[str, Any]) -> dict[str, float]:
         else:
             out[name] = float(value)
     for names in by_device.values():
-        floats = torch.stack([values[n].detach().to(torch.float64).reshape(()) for n in names]).tolist()
+        # float64 where the device has it (the host), float32 elsewhere (MPS has no float64)
+        floats = torch.stack([_wide(values[n]) for n in names]).tolist()
         out.update(zip(names, floats, strict=True))
     return {name: out[name] for name in values}
 
