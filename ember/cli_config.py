@@ -460,6 +460,8 @@ class SaveConfig:
 def run(stage: str, argv: list[str]) -> int:
     import yaml
 
+    if "" not in sys.path and os.getcwd() not in sys.path:  # class paths resolve from here, as under python -m
+        sys.path.insert(0, os.getcwd())
     try:
         config = parse(stage, argv)
         full = full_config(config)
