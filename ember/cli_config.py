@@ -178,9 +178,9 @@ def init_parameters(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
     """The ``__init__`` parameters of ``cls`` (annotations resolved where possible), and whether it takes
     ``**kwargs``."""
     try:
-        sig = inspect.signature(cls.__init__, eval_str=True)
+        sig = inspect.signature(cls.__init__, eval_str=True)  # type: ignore[misc]
     except Exception:
-        sig = inspect.signature(cls.__init__)
+        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
     params = {n: p for n, p in list(sig.parameters.items())[1:]
               if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
     return params, any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
@@ -243,6 +243,12 @@ def merge_spec(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 TRAINER_FIELDS = {f.name: f for f in attrs.fields(TrainerConfig)}
 
 
+def _default(field: attrs.Attribute) -> Any:
+    default = field.default
+    factory = getattr(default, "factory", None)
+    return factory() if callable(factory) else default
+
+
 def check_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Check one config file's keys; return it with ``model``/``data`` as class specs."""
     out: dict[str, Any] = {}
@@ -290,7 +296,7 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
     group = p.add_argument_group("Trainer arguments (see docs/trainer.md)")
     for name, field in TRAINER_FIELDS.items():
         flags = [f"--trainer.{name}"] + ([f"--trainer.{name.replace('_', '-')}"] if "_" in name else [])
-        default = field.default if not isinstance(field.default, attrs.Factory) else None  # type: ignore[arg-type]
+        default = _default(field)
         typ = str if _takes_str(field.type) else yaml_value
         group.add_argument(*flags, dest=f"trainer.{name}", type=typ, default=argparse.SUPPRESS,
                            metavar="VALUE", help=f"{TRAINER_HELP.get(name, name)} (default: {default!r})")
@@ -369,7 +375,7 @@ def full_config(config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"seed_everything": config["seed_everything"]}
     trainer = {}
     for name, field in TRAINER_FIELDS.items():
-        default = field.default.factory() if isinstance(field.default, attrs.Factory) else field.default  # type: ignore[arg-type]
+        default = _default(field)
         trainer[name] = config["trainer"].get(name, list(default) if isinstance(default, tuple) else default)
     out["trainer"] = trainer
     for key in ("model", "data"):
