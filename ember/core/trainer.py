@@ -162,7 +162,7 @@ class Trainer:
             if value is False and passed:
                 raise ConfigurationError(f"Trainer({flag}=False) conflicts with {passed[0]!r} passed in callbacks/"
                                          f"plugins; remove one of them.")
-            if value in (None, False) or passed or identity in self.blocked:
+            if value is None or value is False or passed or identity in self.blocked:
                 continue
             self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
 
