@@ -200,3 +200,16 @@ def test_logging_writes_to_the_host_only_when_a_logger_writes(tmp_path, monkeypa
     trainer = ember.Trainer(max_epochs=1, logger=False, default_root_dir=tmp_path, **QUIET)
     trainer.fit(TinyClassifier(), train)
     assert reads == []
+
+
+def test_hparams_merge_the_datamodules(tmp_path):
+    class Data:
+        hparams = {"batch_size": 8, "source": "tiny"}
+
+        def train_dataloader(self):
+            return tiny_loaders()[0]
+
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=tmp_path, **QUIET)
+    trainer.fit(StepLogger(hidden=4), datamodule=Data())
+    with open(os.path.join(trainer.log_dir, "hparams.yaml")) as f:
+        assert yaml.safe_load(f) == {"hidden": 4, "lr": 0.1, "batch_size": 8, "source": "tiny"}
