@@ -213,3 +213,29 @@ def test_hparams_merge_the_datamodules(tmp_path):
     trainer.fit(StepLogger(hidden=4), datamodule=Data())
     with open(os.path.join(trainer.log_dir, "hparams.yaml")) as f:
         assert yaml.safe_load(f) == {"hidden": 4, "lr": 0.1, "batch_size": 8, "source": "tiny"}
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_no_device_synchronisation_inside_a_training_step_on_cuda(tmp_path):
+    """With the default progress bar and CSV logger on, nothing from a batch's start to its end waits for the
+    GPU (torch raises on any synchronising call while the sync debug mode is "error"); the logger's read comes
+    after ``on_train_batch_end``, every 4th step."""
+
+    class SyncError:
+        @ember.hookimpl(tryfirst=True)
+        def on_train_batch_start(self):
+            torch.cuda.set_sync_debug_mode("error")
+
+        @ember.hookimpl(trylast=True)
+        def on_train_batch_end(self):
+            torch.cuda.set_sync_debug_mode("default")
+
+    train, val = tiny_loaders(n=128, batch_size=8)
+    trainer = ember.Trainer(max_epochs=1, accelerator="cuda", log_every_n_steps=4, default_root_dir=tmp_path,
+                            callbacks=[SyncError()], enable_model_summary=False, num_sanity_val_steps=0)
+    try:
+        trainer.fit(TinyClassifier(), train, val)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert trainer.global_step == 16
