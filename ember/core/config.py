@@ -139,6 +139,14 @@ def _logger(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
                         "name such as 'csv' or 'tensorboard', a logger object with log_metrics(), or a list of these")
 
 
+def _profiler(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, (bool, int, float, type)):
+        raise _fail("profiler", value, "expected None (no profiler), a profiler name such as 'simple' or 'torch' "
+                    "(or an identity such as 'profiler.simple'), or a profiler object (an instance)")
+
+
 def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, bool):
         raise _fail(attribute.name, value, "expected True or False")
@@ -183,6 +191,7 @@ class TrainerConfig:
     enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
+    profiler: Any = attrs.field(default=None, validator=_profiler)
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):

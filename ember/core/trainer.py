@@ -97,6 +97,10 @@ class Trainer:
             self.extra_plugins.append(self._named(item, "callback") if isinstance(item, str)
                                       else (_identity_of(item, "callback"), item))
         self.extra_plugins.extend(self._select_loggers())
+        if self.config.profiler is not None:
+            profiler = self.config.profiler
+            self.extra_plugins.append(self._named(profiler, "profiler") if isinstance(profiler, str)
+                                      else (_identity_of(profiler, "profiler"), profiler))
         self._add_flag_plugins()
         seen: set[str] = set()
         for i, (identity, plugin) in enumerate(self.extra_plugins):
