@@ -437,6 +437,14 @@ class Trainer:
     def _check_module(self, fn: str, model: Any) -> None:
         needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
                   "predict": "predict_step"}[fn]
+        inner = getattr(model, "_orig_mod", None) if type(model).__name__ == "OptimizedModule" else None
+        if isinstance(inner, torch.nn.Module):
+            # torch.compile(model) wraps the module: its step methods would run uncompiled, and its hooks are
+            # not the wrapper's
+            raise ConfigurationError(
+                f"trainer.{fn}() got torch.compile({type(inner).__name__}), a wrapper whose {needed}() would run "
+                f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
+                f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
         if not callable(getattr(model, needed, None)):
             raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
                                      f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
@@ -524,9 +532,9 @@ class Trainer:
         return found
 
     def _publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
-        key = f"{entry.name}_step" if entry.on_epoch else entry.name
         if self.sanity_checking:
             return
+        key = entry.step_key
         self.callback_metrics[key] = value
         if entry.logger:
             self.logged_metrics[key] = value
@@ -539,7 +547,7 @@ class Trainer:
         if entry.sync_dist and self.world_size > 1 and entry.metric is None:
             value = self.hook.reduce(trainer=self, tensor=value, op="mean" if entry.reduce_fx == "mean"
                                      else entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean")
-        key = f"{entry.name}_epoch" if entry.on_step else entry.name
+        key = entry.epoch_key
         self.callback_metrics[key] = value
         if entry.on_step:
             self.callback_metrics[entry.name] = value
