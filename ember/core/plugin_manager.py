@@ -22,7 +22,7 @@ def _spec_names(module: Any) -> frozenset[str]:
 #: Hooks that a plain method with the hook's name implements (Lightning's callback/module convention).
 EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
-_DATAMODULE_FIRST = frozenset({"prepare_data", "setup"})
+_DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 
 
 class EmberWarning(UserWarning):

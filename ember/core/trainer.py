@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import pluggy
 import torch
 
 from ember.core import discovery
@@ -351,7 +352,12 @@ class Trainer:
                                      "torch.optim.AdamW(self.parameters(), lr=1e-3).")
 
     def _register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
-        """Register this run's plugins; calls run LIFO, so the last registered runs first."""
+        """Register this run's plugins.
+
+        pluggy calls the last registered first, so registration runs backwards from the call order wanted:
+        ``plugins=[...]`` then ``callbacks=[...]`` in the order given, then autoloaded plugins (by identity),
+        then the module, then the DataModule, then the role plugins and ``core.defaults``.
+        """
         pm = self.plugin_manager
         order: list[tuple[str, Any, dict]] = [(Defaults.identity, Defaults(), {})]
         for role in SELECTED_ROLES:
@@ -359,8 +365,8 @@ class Trainer:
         if datamodule is not None:
             order.append(("datamodule", datamodule, {"datamodule": True}))
         order.append(("module", model, {}))
-        order.extend((ident, p, {}) for ident, p in self.autoload_plugins)
-        order.extend((ident, p, {}) for ident, p in self.extra_plugins)
+        order.extend((ident, p, {}) for ident, p in reversed(self.autoload_plugins))
+        order.extend((ident, p, {}) for ident, p in reversed(self.extra_plugins))
         registered = []
         try:
             for identity, plugin, extra in order:
@@ -377,14 +383,20 @@ class Trainer:
         return registered
 
     def _on_exception(self, exc: BaseException) -> None:
-        """Run every ``on_exception`` implementation, even when one of them raises."""
-        caller = self.plugin_manager.hook.on_exception
-        kwargs = {"trainer": self, "module": self.module, "exception": exc}
-        for impl in reversed(caller.get_hookimpls()):
-            try:
-                impl.function(*[kwargs[a] for a in impl.argnames])
-            except Exception:
-                log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+        """Run every ``on_exception`` implementation, even when one of them raises.
+
+        The call goes through pluggy (so tracing sees it and wrappers wrap it), with each plain
+        implementation guarded so that one failing handler cannot hide the others or the original error.
+        """
+        pm = self.plugin_manager
+        impls = [impl if impl.wrapper or impl.hookwrapper else _guarded(impl, exc)
+                 for impl in pm.hook.on_exception.get_hookimpls()]
+        if not impls:
+            return
+        try:
+            pm._hookexec("on_exception", impls, {"trainer": self, "module": self.module, "exception": exc}, False)
+        except Exception:
+            log.exception("an on_exception wrapper raised while handling %r", exc)
 
     # -- used by the module and the loops -------------------------------------------------------------------
     def _log(self, name: str, value: Any, *, prog_bar: bool, logger: bool, on_step: bool | None,
@@ -465,6 +477,22 @@ class Trainer:
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
+
+
+def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
+    """A copy of ``impl`` whose exceptions are logged instead of raised."""
+    function = impl.function
+
+    def guarded(*args: Any) -> Any:
+        try:
+            return function(*args)
+        except Exception:
+            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+            return None
+
+    copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
+    copy.argnames = impl.argnames
+    return copy
 
 
 def _module_base() -> type:

@@ -5,8 +5,9 @@ them; so may the user's module, its DataModule and Lightning-style callbacks, by
 hook's name (no marker needed for event hooks). An implementation takes any subset of the spec's arguments,
 by name. Return values are ignored unless the spec says otherwise.
 
-Order between implementations: callbacks and plugins run before the module, the module before the
-DataModule, and ``tryfirst``/``trylast`` move an implementation to the front or back.
+Order between implementations: the Trainer's ``plugins`` and then its ``callbacks``, each in the order
+given, then autoloaded plugins, then the module, then the DataModule (which runs first for ``prepare_data``,
+``setup`` and ``teardown``); ``tryfirst``/``trylast`` move an implementation to the front or back.
 
 One ``fit`` drives the events in this order (``*`` marks a per-micro-batch event, ``+`` a per-optimizer-step
 event)::
