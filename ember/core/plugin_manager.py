@@ -170,6 +170,14 @@ class HookTable:
 
 def _direct(impl: Any) -> Callable[..., Any]:
     function, argnames = impl.function, impl.argnames
+    # Parameters with a default (``dataloader_idx=0``) are passed by keyword when the call has them, as
+    # pluggy does; otherwise a direct call would silently leave them at their default.
+    kwargnames = tuple(impl.kwargnames or ())
+    if kwargnames:
+        def call_with_defaults(**kwargs: Any) -> Any:
+            return function(*[kwargs[a] for a in argnames], **{k: kwargs[k] for k in kwargnames if k in kwargs})
+
+        return call_with_defaults
 
     def call(**kwargs: Any) -> Any:
         return function(*[kwargs[a] for a in argnames])

@@ -483,15 +483,15 @@ def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
     """A copy of ``impl`` whose exceptions are logged instead of raised."""
     function = impl.function
 
-    def guarded(*args: Any) -> Any:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args)
+            return function(*args, **kwargs)
         except Exception:
             log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
             return None
 
     copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
-    copy.argnames = impl.argnames
+    copy.argnames, copy.kwargnames = impl.argnames, impl.kwargnames
     return copy
 
 
