@@ -219,6 +219,16 @@ class Loops:
         module = t.module
         optimizers, schedulers = parse_optimizers(module.configure_optimizers())
         automatic = getattr(module, "automatic_optimization", True)
+        cfg = t.config
+        if not automatic and cfg.gradient_clip_val:
+            raise ConfigurationError(
+                f"Trainer(gradient_clip_val={cfg.gradient_clip_val}) clips under automatic optimization only; "
+                "under manual optimization call self.clip_gradients(opt, gradient_clip_val=...) in training_step "
+                "before opt.step(), and remove the Trainer argument.")
+        if not automatic and cfg.accumulate_grad_batches > 1:
+            raise ConfigurationError(
+                f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "
+                "optimization only; under manual optimization step the optimizer every N batches yourself.")
         if automatic and len(optimizers) > 1:
             raise ConfigurationError(
                 f"configure_optimizers() returned {len(optimizers)} optimizers; automatic optimization steps one. "

@@ -67,13 +67,15 @@ class PluginManager(pluggy.PluginManager):
                  datamodule: bool = False) -> str | None:
         """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
         label = name or type(plugin).__name__
-        where = f"plugin {label!r}" + (f" (from {origin})" if origin else "")
+        cls = type(plugin).__name__
+        where = f"plugin {label!r}" + (f" ({cls})" if cls not in label else "") + (f" from {origin}" if origin else "")
         if datamodule:
             self._datamodules.add(id(plugin))
         try:
             registered = super().register(plugin, name)
         except pluggy.PluginValidationError as exc:
-            raise PluginError(f"{where} has an invalid hook implementation: {exc}. "
+            self._datamodules.discard(id(plugin))
+            raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
                               "An implementation may take any subset of the spec's arguments, by name; "
                               "`ember hooks` lists every hook and its arguments.") from exc
         except ValueError as exc:
@@ -96,8 +98,27 @@ class PluginManager(pluggy.PluginManager):
         self._changed()
         return result
 
+    def _explain(self, plugin: Any) -> str:
+        """Which implementation asks for which arguments its spec lacks (for the registration error)."""
+        for attr in dir(plugin):
+            opts = self.parse_hookimpl_opts(plugin, attr)
+            if opts is None:
+                continue
+            hook_name = opts.get("specname") or attr
+            caller = getattr(self.hook, hook_name, None)
+            if caller is None or caller.spec is None:
+                continue
+            impl = pluggy.HookImpl(plugin, hook_name, getattr(plugin, attr), dict(opts))
+            extra = [a for a in impl.argnames if a not in caller.spec.argnames]
+            if extra:
+                hint = (" Lightning's 'pl_module' is called 'module' in ember." if "pl_module" in extra else "")
+                return (f"{attr}() asks for {', '.join(repr(a) for a in extra)}, which {hook_name!r} does not "
+                        f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
+        return ""
+
     def _check_names(self, plugin: Any, where: str) -> None:
-        known = set(self.hook.__dict__)
+        known = {name for name, caller in vars(self.hook).items()
+                 if isinstance(caller, pluggy.HookCaller) and caller.spec is not None}
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
