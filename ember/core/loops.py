@@ -19,6 +19,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results
+from ember.core.seed import preserved_rng
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -279,11 +280,14 @@ class Loops:
         h = t.hook
         t.sanity_checking = True
         try:
-            if h.on_sanity_check_start is not None:
-                h.on_sanity_check_start(trainer=t, module=t.module)
-            self.evaluate("validate", self.val_loaders, t.num_sanity_val_batches)
-            if h.on_sanity_check_end is not None:
-                h.on_sanity_check_end(trainer=t, module=t.module)
+            # The sanity check leaves the random state as it found it: training then draws the same numbers
+            # (shuffling, dropout) as a run without it, and as the plain loop a user would write.
+            with preserved_rng(t.root_device):
+                if h.on_sanity_check_start is not None:
+                    h.on_sanity_check_start(trainer=t, module=t.module)
+                self.evaluate("validate", self.val_loaders, t.num_sanity_val_batches)
+                if h.on_sanity_check_end is not None:
+                    h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
             t.sanity_checking = False
 
@@ -310,6 +314,10 @@ class Loops:
         validated_at_end = False
         epoch_scheds_stepped = False
         batches = enumerate(loader) if n != math.inf else _with_last(loader)
+        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
+        # its own generator draws its next permutation only then, and skipping that draw would shuffle every
+        # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
+        read_to_end = n != math.inf and n == _length(loader)
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -340,6 +348,8 @@ class Loops:
                 self.run_validation()
                 validated_at_end = is_last
             if is_last or (self.max_steps != -1 and t.global_step >= self.max_steps):
+                if is_last and read_to_end:
+                    next(batches, None)
                 break
             if t.should_stop and self._can_stop():
                 break
@@ -539,7 +549,7 @@ class Loops:
                     if hooks["batch_end"] is not None:
                         hooks["batch_end"](outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                            **kw)
-                    if batch_idx + 1 >= n:
+                    if batch_idx + 1 >= n and n < _length(loader):  # a limit; else the loader ends itself
                         break
             t._current_batch = None
             t._log_defaults = _EPOCH_HOOK_CTX
@@ -629,7 +639,7 @@ class Loops:
                     if h.on_predict_batch_end is not None:
                         h.on_predict_batch_end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                                **kw)
-                    if batch_idx + 1 >= n:
+                    if batch_idx + 1 >= n and n < _length(loader):  # a limit; else the loader ends itself
                         break
             if h.on_predict_epoch_end is not None:
                 h.on_predict_epoch_end(**kw)
@@ -644,6 +654,13 @@ def _is_loader(obj: Any) -> bool:
     if isinstance(obj, torch.utils.data.DataLoader):
         return True
     return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))
+
+
+def _length(loader: Any) -> float:
+    try:
+        return len(loader)
+    except TypeError:
+        return math.inf
 
 
 def _with_last(iterable: Any) -> Any:
