@@ -48,7 +48,7 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     for name in set(sys.modules) - before:
         if name.startswith("thirdparty_"):
             del sys.modules[name]
-    discovery.discover(refresh=True)
+    # (no refresh needed: the cache is keyed by sys.path, which monkeypatch restores)
 
 
 PRECISION_SOURCE = '''
@@ -223,11 +223,16 @@ def test_autoload_env_values_that_leave_it_on(install: Install, monkeypatch: pyt
     assert module.CALLS == [0]
 
 
+@pytest.mark.parametrize("how", ["name", "identity", "instance"])
 @pytest.mark.parametrize("way", list(DISABLE))
 def test_a_selected_plugin_is_refused_when_blocked_but_not_affected_by_autoload(
-        install: Install, monkeypatch: pytest.MonkeyPatch, way: str) -> None:
+        install: Install, monkeypatch: pytest.MonkeyPatch, way: str, how: str) -> None:
     install("thirdparty-halfway", "1.2.3", {"ember.plugins": {"precision.halfway": "thirdparty_halfway:HalfwayPrecision"}},
             {"thirdparty_halfway": PRECISION_SOURCE})
+    import thirdparty_halfway
+
+    selected: Any = {"name": "halfway", "identity": "precision.halfway",
+                     "instance": thirdparty_halfway.HalfwayPrecision()}[how]
     kwargs, env = DISABLE[way]
     kwargs = {k: (v.replace("callback.always-on", "precision.halfway") if isinstance(v, str)
                   else [i.replace("callback.always-on", "precision.halfway") for i in v] if isinstance(v, list)
@@ -235,12 +240,15 @@ def test_a_selected_plugin_is_refused_when_blocked_but_not_affected_by_autoload(
     for key, value in env.items():
         monkeypatch.setenv(key, value.replace("callback.always-on", "precision.halfway"))
     if "autoload" in way.lower():  # autoload concerns always-on plugins only: selection still works
-        assert fit(precision="halfway", **kwargs).role_identities["precision"] == "precision.halfway"
+        assert fit(precision=selected, **kwargs).role_identities["precision"] == "precision.halfway"
+        assert thirdparty_halfway.CALLS == ["train", "train"]
         return
     with pytest.raises(ember.PluginError) as info:
-        ember.Trainer(precision="halfway", **kwargs)
+        ember.Trainer(precision=selected, **kwargs)
     message = str(info.value)
-    assert "precision.halfway" in message and "blocked" in message and "thirdparty-halfway 1.2.3" in message
+    assert "precision.halfway" in message and "blocked" in message
+    if how != "instance":
+        assert "thirdparty-halfway 1.2.3" in message
 
 
 def test_a_blocked_plugin_is_never_imported(install: Install, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -108,6 +108,9 @@ class Trainer:
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):
             identity = _identity_of(arg, role)
+            if identity in self.blocked:  # never registered: the run would silently fall back to the defaults
+                raise PluginError(f"the {role} plugin {arg!r} ({identity}) is blocked by block_plugins / "
+                                  f"{discovery.BLOCK_ENV}; unblock it or pass another {role}.")
             self._activate(role, identity, arg)
             return
         name = arg
