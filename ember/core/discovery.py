@@ -131,15 +131,17 @@ def discover(refresh: bool = False) -> Discovery:
     invalid: list[str] = []
     seen_dists: set[str] = set()
     for dist in metadata.distributions():
+        # entry_points.txt first: parsing every distribution's METADATA for its name costs far more
+        eps = [ep for ep in dist.entry_points if ep.group in groups]
+        if not eps:
+            continue
         dist_name = dist.metadata["Name"] or "?"
         canonical = re.sub(r"[-_.]+", "-", dist_name).lower()
         # The same distribution may be visible twice (e.g. an editable install and a build folder); the
         # first on sys.path wins, as for imports.
         if canonical in seen_dists:
             continue
-        eps = [ep for ep in dist.entry_points if ep.group in groups]
-        if eps:
-            seen_dists.add(canonical)
+        seen_dists.add(canonical)
         for ep in eps:
             try:
                 info = PluginInfo(ep.name, ep.group, ep.value, dist_name, dist.version)
