@@ -653,3 +653,37 @@ def test_hook_arguments_with_defaults_are_passed() -> None:
     model = Transfers()
     ember.Trainer().validate(model, [loader(1), loader(2)], verbose=False)
     assert model.after == [0, 1, 1]
+
+
+def test_on_train_batch_end_receives_the_detached_loss() -> None:
+    seen: list[Any] = []
+
+    class Outputs:
+        def on_train_batch_end(self, outputs: Any) -> None:
+            seen.append(outputs)
+
+    class ReturnsDict(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            return {"loss": loss, "extra": batch_idx} if batch_idx else loss
+
+    fit(ReturnsDict(), loader(2), max_epochs=1, callbacks=[Outputs()])
+    assert [sorted(o) for o in seen] == [["loss"], ["extra", "loss"]]
+    assert all(not o["loss"].requires_grad and o["loss"].dim() == 0 for o in seen)
+    assert seen[1]["extra"] == 1
+
+
+@pytest.mark.parametrize("inference_mode", [True, False])
+def test_evaluation_mode_and_grad_context(inference_mode: bool) -> None:
+    modes: list[tuple[str, bool, bool, bool]] = []
+
+    class Modes(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            modes.append(("train", self.training, torch.is_grad_enabled(), torch.is_inference_mode_enabled()))
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            modes.append(("val", self.training, torch.is_grad_enabled(), torch.is_inference_mode_enabled()))
+
+    fit(Modes(), loader(1), loader(1), max_epochs=2, inference_mode=inference_mode)
+    assert modes == [("train", True, True, False), ("val", False, False, inference_mode)] * 2
