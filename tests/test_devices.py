@@ -12,6 +12,9 @@ from torch.utils.data import DataLoader
 import ember
 from ember.testing import TinyClassifier, tiny_dataset
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 needs_mps = pytest.mark.skipif(not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
                                reason="needs an Apple MPS device")
@@ -41,7 +44,7 @@ def loader() -> DataLoader:
 
 
 def fit(model: Any, **kwargs: Any) -> ember.Trainer:
-    trainer = ember.Trainer(max_epochs=2, num_sanity_val_steps=0, **kwargs)
+    trainer = ember.Trainer(**QUIET, max_epochs=2, num_sanity_val_steps=0, **kwargs)
     trainer.fit(model, loader(), DataLoader(tiny_dataset(n=16), batch_size=8))
     return trainer
 
@@ -55,7 +58,7 @@ def changed(model: torch.nn.Module, before: dict[str, torch.Tensor]) -> bool:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the choice made without a GPU")
 def test_auto_picks_the_cpu_without_a_gpu() -> None:
-    trainer = ember.Trainer(accelerator="auto")
+    trainer = ember.Trainer(**QUIET, accelerator="auto")
     assert trainer.role_identities["accelerator"] == "accelerator.cpu"
 
 

@@ -15,6 +15,9 @@ import ember
 from ember.core import discovery
 from ember.testing import TinyClassifier, tiny_loaders
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 Install = Callable[..., Path]
 
 
@@ -78,7 +81,7 @@ AUTOLOAD_SOURCE = '''
 
 
 def fit(**kwargs: Any) -> ember.Trainer:
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, **kwargs)
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, **kwargs)
     trainer.fit(TinyClassifier(), tiny_loaders(n=8, batch_size=4)[0])
     return trainer
 
@@ -104,7 +107,7 @@ def test_unknown_name_lists_third_party_plugins_too(install: Install) -> None:
     install("thirdparty-halfway", "1.2.3", {"ember.plugins": {"precision.halfway": "thirdparty_halfway:HalfwayPrecision"}},
             {"thirdparty_halfway": PRECISION_SOURCE})
     with pytest.raises(ember.UnknownPluginError) as info:
-        ember.Trainer(precision="halfwya")
+        ember.Trainer(**QUIET, precision="halfwya")
     message = str(info.value)
     assert "halfway" in message and "bf16-mixed" in message
     assert "Did you mean 'halfway'?" in message
@@ -114,9 +117,9 @@ def test_a_plugin_that_fails_to_import_names_identity_distribution_and_the_way_o
     install("thirdparty-broken", "0.3", {"ember.plugins": {"precision.broken": "thirdparty_broken:Broken"}},
             {"thirdparty_broken": "import thirdparty_missing_dependency\n"})
     # not selected: nothing is imported, nothing fails
-    ember.Trainer(precision="32-true")
+    ember.Trainer(**QUIET, precision="32-true")
     with pytest.raises(ember.PluginError) as info:
-        ember.Trainer(precision="broken")
+        ember.Trainer(**QUIET, precision="broken")
     message = str(info.value)
     for part in ("'precision.broken'", "thirdparty-broken 0.3", "thirdparty_broken:Broken",
                  "ModuleNotFoundError", "thirdparty_missing_dependency",
@@ -130,7 +133,7 @@ def test_auto_selection_skips_a_broken_plugin_with_a_log_message(install: Instal
             {"ember.plugins": {"accelerator.brokengpu": "thirdparty_brokengpu:GPU"}},
             {"thirdparty_brokengpu": "raise RuntimeError('driver missing')\n"})
     with caplog.at_level(logging.WARNING, logger="ember"):
-        trainer = ember.Trainer(accelerator="auto")
+        trainer = ember.Trainer(**QUIET, accelerator="auto")
     assert trainer.role_identities["accelerator"] == "accelerator.cpu"
     assert "accelerator.brokengpu" in caplog.text and "driver missing" in caplog.text
 
@@ -140,19 +143,19 @@ def test_two_distributions_claiming_one_identity(install: Install) -> None:
     install("thirdparty-halfway", "1.0", eps, {"thirdparty_halfway": PRECISION_SOURCE})
     install("thirdparty-halfway-fork", "9.9", eps)
     with pytest.raises(ember.PluginConflictError) as info:
-        ember.Trainer(precision="halfway")
+        ember.Trainer(**QUIET, precision="halfway")
     message = str(info.value)
     assert "'precision.halfway'" in message
     assert "thirdparty-halfway 1.0" in message and "thirdparty-halfway-fork 9.9" in message
     assert "Uninstall all but one" in message
     # an identity nobody else claims still works
-    ember.Trainer(precision="bf16-mixed")
+    ember.Trainer(**QUIET, precision="bf16-mixed")
 
 
 def test_two_distributions_claiming_a_builtin_identity(install: Install) -> None:
     install("thirdparty-cpu", "0.1", {"ember.plugins": {"accelerator.cpu": "thirdparty_cpu:CPU"}})
     with pytest.raises(ember.PluginConflictError) as info:
-        ember.Trainer(accelerator="cpu")
+        ember.Trainer(**QUIET, accelerator="cpu")
     message = str(info.value)
     assert "'accelerator.cpu'" in message
     assert f"ember {ember.__version__}" in message and "thirdparty-cpu 0.1" in message
@@ -244,7 +247,7 @@ def test_a_selected_plugin_is_refused_when_blocked_but_not_affected_by_autoload(
         assert thirdparty_halfway.CALLS == ["train", "train"]
         return
     with pytest.raises(ember.PluginError) as info:
-        ember.Trainer(precision=selected, **kwargs)
+        ember.Trainer(**QUIET, precision=selected, **kwargs)
     message = str(info.value)
     assert "precision.halfway" in message and "blocked" in message
     if how != "instance":
@@ -267,27 +270,27 @@ def test_a_broken_autoload_plugin_warns_or_fails_in_strict_mode(install: Install
         fit()
     monkeypatch.setenv("EMBER_STRICT_PLUGINS", "1")
     with pytest.raises(ember.PluginError, match="cannot start"):
-        ember.Trainer()
+        ember.Trainer(**QUIET)
 
 
 def test_blocking_a_builtin_that_is_selected(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(discovery.BLOCK_ENV, "precision.bf16-mixed")
     with pytest.raises(ember.PluginError, match=r"precision 'bf16-mixed'.*blocked.*choose another precision: .*32-true"):
-        ember.Trainer(precision="bf16-mixed")
-    ember.Trainer(precision="32-true")
+        ember.Trainer(**QUIET, precision="bf16-mixed")
+    ember.Trainer(**QUIET, precision="32-true")
 
 
 def test_blocked_plugins_are_skipped_by_auto_selection() -> None:
     with pytest.raises(ember.PluginError, match=r"strategy='auto' found no available strategy"):
-        ember.Trainer(block_plugins=["strategy.single_device"])
+        ember.Trainer(**QUIET, block_plugins=["strategy.single_device"])
 
 
 def test_the_core_defaults_cannot_be_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ember.PluginError, match="'core.defaults' is essential"):
-        ember.Trainer(block_plugins=["core.defaults"])
+        ember.Trainer(**QUIET, block_plugins=["core.defaults"])
     monkeypatch.setenv(discovery.BLOCK_ENV, "core.defaults")
     with pytest.raises(ember.PluginError, match="'core.defaults' is essential"):
-        ember.Trainer()
+        ember.Trainer(**QUIET)
 
 
 def test_builtins_are_found_through_entry_points() -> None:

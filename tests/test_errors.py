@@ -11,13 +11,16 @@ import torch
 import ember
 from ember.testing import TinyClassifier, tiny_loaders
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 
 def train_loader() -> Any:
     return tiny_loaders(n=8, batch_size=4)[0]
 
 
 def fit(model: Any = None, **kwargs: Any) -> ember.Trainer:
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, **kwargs)
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, **kwargs)
     trainer.fit(model if model is not None else TinyClassifier(), train_loader())
     return trainer
 
@@ -38,7 +41,7 @@ def fit(model: Any = None, **kwargs: Any) -> ember.Trainer:
 def test_unknown_plugin_name_lists_the_available_ones_and_the_closest(
         kwargs: dict[str, str], role: str, available: list[str], closest: str) -> None:
     with pytest.raises(ember.UnknownPluginError) as info:
-        ember.Trainer(**kwargs)
+        ember.Trainer(**QUIET, **kwargs)
     message = str(info.value)
     (name,) = kwargs.values()
     assert f"unknown {role} {name!r}" in message
@@ -50,25 +53,25 @@ def test_unknown_plugin_name_lists_the_available_ones_and_the_closest(
 
 def test_unknown_name_without_a_close_match_lists_without_guessing() -> None:
     with pytest.raises(ember.UnknownPluginError) as info:
-        ember.Trainer(precision="quantum")
+        ember.Trainer(**QUIET, precision="quantum")
     assert "Available precision plugins: 16-mixed, 16-true, 32-true, 64-true, bf16-mixed, bf16-true" in str(info.value)
     assert "Did you mean" not in str(info.value)
 
 
 def test_unknown_plugin_error_is_a_lookup_error_and_a_plugin_error() -> None:
     with pytest.raises(LookupError):
-        ember.Trainer(accelerator="tpu")
+        ember.Trainer(**QUIET, accelerator="tpu")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a CUDA device")
 def test_cuda_without_a_device_says_so() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"accelerator='cuda'.*no CUDA device.*'cpu' or 'auto'"):
-        ember.Trainer(accelerator="cuda")
+        ember.Trainer(**QUIET, accelerator="cuda")
 
 
 def test_several_devices_with_the_single_device_strategy() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"devices=2.*asks for 2 devices.*strategy='ddp'"):
-        ember.Trainer(devices=2, strategy="single_device")
+        ember.Trainer(**QUIET, devices=2, strategy="single_device")
 
 
 # -- plugins with bad hook implementations ----------------------------------------------------------------------
@@ -135,7 +138,7 @@ def test_lightnings_pl_module_argument_gets_a_hint() -> None:
 
 
 def test_a_failed_registration_leaves_no_plugin_behind() -> None:
-    trainer = ember.Trainer(max_epochs=1, callbacks=[AsksForMore()])
+    trainer = ember.Trainer(**QUIET, max_epochs=1, callbacks=[AsksForMore()])
     with pytest.raises(ember.PluginError):
         trainer.fit(TinyClassifier(), train_loader())
     assert trainer.plugin_manager.get_plugins() == set()
@@ -173,7 +176,7 @@ def test_a_module_without_the_step_of_an_evaluation(method: str, step: str) -> N
             return None
 
     with pytest.raises(ember.ConfigurationError, match=rf"OnlyTraining has no {step}\(\) method.*trainer.{method}\(\)"):
-        getattr(ember.Trainer(), method)(OnlyTraining(), train_loader())
+        getattr(ember.Trainer(**QUIET), method)(OnlyTraining(), train_loader())
 
 
 def test_a_module_without_configure_optimizers() -> None:
@@ -187,7 +190,7 @@ def test_a_module_without_configure_optimizers() -> None:
 
 def test_not_a_module() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"trainer.fit\(model=...\) expects a torch.nn.Module.*got dict"):
-        ember.Trainer().fit({"training_step": None}, train_loader())  # type: ignore[arg-type]
+        ember.Trainer(**QUIET).fit({"training_step": None}, train_loader())  # type: ignore[arg-type]
 
 
 def test_training_step_returning_something_unusable() -> None:
@@ -322,7 +325,7 @@ def test_automatic_only_arguments_with_manual_optimization(kwargs: dict[str, Any
 )
 def test_invalid_trainer_values_name_argument_value_and_what_is_allowed(kwargs: dict[str, Any], allowed: str) -> None:
     with pytest.raises(ember.ConfigurationError) as info:
-        ember.Trainer(**kwargs)
+        ember.Trainer(**QUIET, **kwargs)
     message = str(info.value)
     assert allowed in message
     name, value = next((k, v) for k, v in kwargs.items() if k != "val_check_interval" or len(kwargs) == 1)
@@ -333,17 +336,18 @@ def test_invalid_trainer_values_name_argument_value_and_what_is_allowed(kwargs: 
 def test_a_class_instead_of_an_instance() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"callbacks=\[..., Misspelled, ...\]\) holds a class: pass an "
                                                        r"instance, Misspelled\(\)"):
-        ember.Trainer(callbacks=[Misspelled])
+        ember.Trainer(**QUIET, callbacks=[Misspelled])
     from ember.core.defaults import Defaults
 
     with pytest.raises(ember.ConfigurationError, match=r"Trainer\(precision=Defaults\) is invalid: that is a class"):
-        ember.Trainer(precision=Defaults)
+        ember.Trainer(**QUIET, precision=Defaults)
 
 
-def test_a_plugin_name_where_plugin_objects_go() -> None:
-    with pytest.raises(ember.ConfigurationError, match=r"plugins=\[..., 'precision.bf16-mixed', ...\]\) is invalid"
-                                                       r".*by name with those arguments"):
-        ember.Trainer(plugins=["precision.bf16-mixed"])
+@pytest.mark.parametrize("item", [None, 3, 0.5, True])
+def test_something_that_is_neither_a_plugin_name_nor_a_plugin_object(item: Any) -> None:
+    with pytest.raises(ember.ConfigurationError, match=rf"callbacks=\[..., {item!r}, ...\]\) is invalid: expected "
+                                                       r"plugin names .* or plugin objects"):
+        ember.Trainer(**QUIET, callbacks=[item])
 
 
 def test_a_plugin_of_another_role() -> None:
@@ -351,7 +355,7 @@ def test_a_plugin_of_another_role() -> None:
         role = "precision"
 
     with pytest.raises(ember.ConfigurationError, match=r"that plugin's role is 'precision', not 'accelerator'"):
-        ember.Trainer(accelerator=Precision())
+        ember.Trainer(**QUIET, accelerator=Precision())
 
 
 def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
@@ -360,14 +364,14 @@ def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
         identity = "precision.mine"
 
     with pytest.raises(ember.ConfigurationError, match=r"holds two precision plugins"):
-        ember.Trainer(plugins=[Precision(), Precision()])
+        ember.Trainer(**QUIET, plugins=[Precision(), Precision()])
     with pytest.raises(ember.ConfigurationError, match=r"precision='bf16-mixed'.*conflicts with the precision plugin"):
-        ember.Trainer(precision="bf16-mixed", plugins=[Precision()])
-    assert ember.Trainer(plugins=[Precision()]).role_identities["precision"] == "precision.mine"
+        ember.Trainer(**QUIET, precision="bf16-mixed", plugins=[Precision()])
+    assert ember.Trainer(**QUIET, plugins=[Precision()]).role_identities["precision"] == "precision.mine"
 
 
 def test_none_means_the_default_as_in_lightning() -> None:
-    trainer = ember.Trainer(precision=None, accelerator=None, strategy=None, callbacks=None, plugins=None)
+    trainer = ember.Trainer(**QUIET, precision=None, accelerator=None, strategy=None, callbacks=None, plugins=None)
     assert trainer.role_identities == {"accelerator": "accelerator.cpu", "strategy": "strategy.single_device",
                                        "precision": "precision.32-true"}
 
@@ -377,7 +381,7 @@ def test_none_means_the_default_as_in_lightning() -> None:
                                                 ("gradient_clipping", None), ("precission", "precision")])
 def test_unknown_trainer_arguments(given: str, closest: str | None) -> None:
     with pytest.raises(ember.ConfigurationError) as info:
-        ember.Trainer(**{given: 1})
+        ember.Trainer(**QUIET, **{given: 1})
     message = str(info.value)
     assert f"Trainer() got an unknown argument {given!r}." in message
     assert "Valid arguments: accelerator, strategy, devices" in message
@@ -433,7 +437,7 @@ def test_keyboard_interrupt_ends_the_run_cleanly() -> None:
         def teardown(self, stage: str) -> None:
             calls.append(f"teardown {stage}")
 
-    trainer = ember.Trainer(max_epochs=3, num_sanity_val_steps=0)
+    trainer = ember.Trainer(**QUIET, max_epochs=3, num_sanity_val_steps=0)
     assert trainer.fit(Interrupts(), train_loader()) is None
     assert calls == ["KeyboardInterrupt", "teardown fit"]
     assert trainer.interrupted and trainer.state["status"] == "interrupted"

@@ -11,6 +11,9 @@ import torch
 import ember
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 
 class Recorder(HookRecorder):
     """A HookRecorder that can also mark calls that are not hooks (``configure_optimizers``)."""
@@ -71,7 +74,7 @@ def validation_run(batches: int, in_fit: bool = True) -> list[str]:
 
 def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = Hooked, **data: Any) -> list[str]:
     recorder = Recorder()
-    trainer = ember.Trainer(**trainer_kwargs)
+    trainer = ember.Trainer(**QUIET, **trainer_kwargs)
     recorder.attach(trainer)
     model = module_cls(recorder)
     train, val = tiny_loaders(n=32, batch_size=4)
@@ -106,7 +109,7 @@ def test_fit_with_sanity_check_and_validation() -> None:
 
 def test_fit_without_validation_data_or_sanity_steps() -> None:
     recorder = Recorder()
-    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0)
+    trainer = ember.Trainer(**QUIET, max_epochs=1, limit_train_batches=1, num_sanity_val_steps=0)
     recorder.attach(trainer)
     trainer.fit(Hooked(recorder), tiny_loaders(n=8, batch_size=4)[0])
     assert recorder.names == [
@@ -192,7 +195,7 @@ class FailsOnSecondBatch(Hooked):
 
 def test_exception_in_training_step_runs_on_exception_then_teardown_and_propagates() -> None:
     recorder = Recorder()
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0)
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0)
     recorder.attach(trainer)
     with pytest.raises(RuntimeError, match="boom in training_step"):
         trainer.fit(FailsOnSecondBatch(recorder), tiny_loaders(n=16, batch_size=4)[0])
@@ -287,7 +290,7 @@ class DataModule:
 def test_call_order_between_plugins_callbacks_module_datamodule_and_monitors() -> None:
     log = Log()
     monitor = Monitor(log)
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0,
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0,
                             plugins=[Named(log, "p1"), Named(log, "p2")],
                             callbacks=[Named(log, "a"), monitor, Named(log, "b")])
     trainer.fit(LoggingModule(log), datamodule=DataModule(log))
@@ -306,8 +309,8 @@ def test_call_order_between_plugins_callbacks_module_datamodule_and_monitors() -
 
 def test_fresh_plugin_manager_per_trainer() -> None:
     log_a, log_b = Log(), Log()
-    a = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, callbacks=[Named(log_a, "a")])
-    b = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, callbacks=[Named(log_b, "b")])
+    a = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, callbacks=[Named(log_a, "a")])
+    b = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, callbacks=[Named(log_b, "b")])
     assert a.plugin_manager is not b.plugin_manager
     a.fit(TinyClassifier(), tiny_loaders(n=8, batch_size=4)[0])
     assert log_a.calls and not log_b.calls

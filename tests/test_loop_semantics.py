@@ -14,6 +14,9 @@ from torch.utils.data import DataLoader, TensorDataset
 import ember
 from ember.testing import TinyClassifier, tiny_dataset, tiny_loaders
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 
 def loader(batches: int, batch_size: int = 2, shuffle: bool = False) -> DataLoader:
     return DataLoader(tiny_dataset(n=batches * batch_size), batch_size=batch_size, shuffle=shuffle)
@@ -63,7 +66,7 @@ class Events:
 def fit(model: Any = None, train: Any = None, val: Any = None, **kwargs: Any) -> tuple[ember.Trainer, Events]:
     events = Events()
     kwargs.setdefault("num_sanity_val_steps", 0)
-    trainer = ember.Trainer(callbacks=[events, *kwargs.pop("callbacks", [])], **kwargs)
+    trainer = ember.Trainer(**QUIET, callbacks=[events, *kwargs.pop("callbacks", [])], **kwargs)
     trainer.fit(model if model is not None else TinyClassifier(), train if train is not None else loader(4), val)
     return trainer, events
 
@@ -217,7 +220,7 @@ def test_limit_val_test_predict_batches(limit: Any, expected: int) -> None:
     assert events.count["val_batch"] == expected
     assert events.count["validation"] == (1 if expected else 0)
     events = Events()
-    trainer = ember.Trainer(callbacks=[events], limit_test_batches=limit, limit_predict_batches=limit)
+    trainer = ember.Trainer(**QUIET, callbacks=[events], limit_test_batches=limit, limit_predict_batches=limit)
     trainer.test(TinyClassifier(), loader(6), verbose=False)
     predictions = trainer.predict(TinyClassifier(), loader(6))
     assert events.count["test_batch"] == expected
@@ -273,7 +276,7 @@ def test_fast_dev_run(fast_dev_run: Any, batches: int) -> None:
     assert events.count["on_train_epoch_end"] == 1
     assert trainer.global_step == batches
     events = Events()
-    trainer = ember.Trainer(callbacks=[events], fast_dev_run=fast_dev_run)
+    trainer = ember.Trainer(**QUIET, callbacks=[events], fast_dev_run=fast_dev_run)
     trainer.test(TinyClassifier(), loader(10), verbose=False)
     assert events.count["test_batch"] == batches
 
@@ -443,7 +446,7 @@ class DataModule:
 def test_datamodule_supplies_data_and_its_hooks_fire() -> None:
     dm = DataModule()
     events = Events()
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, callbacks=[events])
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, callbacks=[events])
     trainer.fit(TinyClassifier(), datamodule=dm)
     assert dm.calls == ["prepare_data", ("setup", "fit"), "train_dataloader", "val_dataloader", "on_train_start",
                         ("teardown", "fit")]
@@ -469,7 +472,7 @@ def test_loaders_from_the_modules_dataloader_methods() -> None:
             return loader(4)
 
     events = Events()
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, callbacks=[events])
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0, callbacks=[events])
     trainer.fit(WithData())
     trainer.test(WithData(), verbose=False)
     assert (events.count["train_batch"], events.count["val_batch"], events.count["test_batch"]) == (3, 2, 4)
@@ -477,7 +480,7 @@ def test_loaders_from_the_modules_dataloader_methods() -> None:
 
 def test_no_training_data_is_an_error() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"no training data.*train_dataloader\(\)"):
-        ember.Trainer(max_epochs=1).fit(TinyClassifier())
+        ember.Trainer(**QUIET, max_epochs=1).fit(TinyClassifier())
 
 
 def test_setup_and_teardown_receive_the_stage_even_when_it_has_a_default() -> None:
@@ -490,7 +493,7 @@ def test_setup_and_teardown_receive_the_stage_even_when_it_has_a_default() -> No
         def teardown(self, stage: str | None = None) -> None:
             stages.append(("teardown", stage))
 
-    ember.Trainer(limit_val_batches=1).validate(Optional(), loader(2), verbose=False)
+    ember.Trainer(**QUIET, limit_val_batches=1).validate(Optional(), loader(2), verbose=False)
     assert stages == [("setup", "validate"), ("teardown", "validate")]
 
 
@@ -556,7 +559,7 @@ def test_self_log_rejects_bad_values_with_the_metric_name() -> None:
 
 def test_validate_and_test_return_epoch_metrics_like_lightning() -> None:
     model = TinyClassifier()
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0)
+    trainer = ember.Trainer(**QUIET, max_epochs=1, num_sanity_val_steps=0)
     train, val = tiny_loaders(n=16, batch_size=4)
     trainer.fit(model, train, val)
     out = trainer.validate(model, val, verbose=False)
@@ -585,7 +588,7 @@ class TwoLoaders(TinyClassifier):
 
 def test_several_validation_loaders_with_dataloader_idx() -> None:
     model = TwoLoaders()
-    trainer = ember.Trainer()
+    trainer = ember.Trainer(**QUIET)
     out = trainer.validate(model, [loader(3), loader(2)], verbose=False)
     assert model.seen == [0, 0, 0, 1, 1]
     assert out == [{"marker/dataloader_idx_0": 1.0}, {"marker/dataloader_idx_1": 2.0}]
@@ -593,7 +596,7 @@ def test_several_validation_loaders_with_dataloader_idx() -> None:
 
 
 def test_predict_returns_one_list_per_loader_when_several() -> None:
-    trainer = ember.Trainer()
+    trainer = ember.Trainer(**QUIET)
     one = trainer.predict(TinyClassifier(), loader(3, batch_size=2))
     assert len(one) == 3 and all(p.shape == (2,) for p in one)
     two = trainer.predict(TinyClassifier(), [loader(3), loader(1)])
@@ -651,7 +654,7 @@ def test_hook_arguments_with_defaults_are_passed() -> None:
             return batch
 
     model = Transfers()
-    ember.Trainer().validate(model, [loader(1), loader(2)], verbose=False)
+    ember.Trainer(**QUIET).validate(model, [loader(1), loader(2)], verbose=False)
     assert model.after == [0, 1, 1]
 
 

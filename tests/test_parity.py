@@ -16,6 +16,9 @@ from torch.utils.data import DataLoader, TensorDataset
 import ember
 from ember.testing import tiny_dataset
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 EPOCHS = 3
 
 
@@ -86,7 +89,7 @@ def ember_fit(k: int = 1, validate: bool = False, shuffle: dict[str, Any] | None
     torch.manual_seed(1234)
     model = Net()
     train, val = loaders(**(shuffle or {}))
-    trainer = ember.Trainer(max_epochs=EPOCHS, accumulate_grad_batches=k, **kwargs)
+    trainer = ember.Trainer(**QUIET, max_epochs=EPOCHS, accumulate_grad_batches=k, **kwargs)
     trainer.fit(model, train, val if validate else None)
     return model.state_dict()
 
@@ -109,7 +112,7 @@ def test_the_comparison_is_sensitive() -> None:
     model = Net()
     torch.rand(1)
     train, _ = loaders()
-    ember.Trainer(max_epochs=EPOCHS).fit(model, train)
+    ember.Trainer(**QUIET, max_epochs=EPOCHS).fit(model, train)
     with pytest.raises(AssertionError):
         assert_bitwise_equal(model.state_dict(), plain_loop())
 
@@ -161,7 +164,7 @@ def test_evaluation_reads_its_loaders_like_a_for_loop() -> None:
             seen[-1].append(batch[1].tolist())
 
     loader = make()
-    trainer = ember.Trainer()
+    trainer = ember.Trainer(**QUIET)
     for _ in range(3):
         trainer.validate(Records(), loader, verbose=False)
     assert seen == expected

@@ -12,6 +12,9 @@ from torch.utils.data import DataLoader, TensorDataset
 import ember
 from ember.testing import TinyClassifier, tiny_dataset
 
+#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+
 
 def data(n: int = 16, batch_size: int = 4) -> DataLoader:
     return DataLoader(tiny_dataset(n=n), batch_size=batch_size)
@@ -42,7 +45,7 @@ class Probe(TinyClassifier):
 
 def fit(precision: str, model: Any = None, **kwargs: Any) -> tuple[ember.Trainer, Any]:
     model = model if model is not None else Probe()
-    trainer = ember.Trainer(precision=precision, max_epochs=1, num_sanity_val_steps=0, **kwargs)
+    trainer = ember.Trainer(**QUIET, precision=precision, max_epochs=1, num_sanity_val_steps=0, **kwargs)
     trainer.fit(model, data(), data(8))
     return trainer, model
 
@@ -96,7 +99,7 @@ def test_true_half_precisions_convert_the_module_and_inputs(precision: str, dtyp
 @pytest.mark.parametrize(("alias", "name"), [("bf16", "bf16-mixed"), (16, "16-mixed"), ("64", "64-true"),
                                              (32, "32-true"), ("half", "16-true")])
 def test_lightning_precision_aliases(alias: Any, name: str) -> None:
-    assert ember.Trainer(precision=alias).precision == name
+    assert ember.Trainer(**QUIET, precision=alias).precision == name
 
 
 # -- 16-mixed: scaling, unscaling before on_before_optimizer_step, clipping after it ---------------------------
@@ -165,7 +168,7 @@ def test_16_mixed_unscales_before_on_before_optimizer_step_and_clips_after_it() 
     spy = GradSpy()
     clip = 0.001
     model = LinearRegression()
-    trainer = ember.Trainer(precision="16-mixed", max_epochs=1, gradient_clip_val=clip, callbacks=[spy])
+    trainer = ember.Trainer(**QUIET, precision="16-mixed", max_epochs=1, gradient_clip_val=clip, callbacks=[spy])
     trainer.fit(model, loader)
 
     assert model.matmul_dtypes == {torch.float16}
@@ -188,7 +191,7 @@ def test_16_mixed_unscales_before_on_before_optimizer_step_and_clips_after_it() 
 def test_16_mixed_gradient_clipping_by_value() -> None:
     spy = GradSpy()
     model = LinearRegression()
-    trainer = ember.Trainer(precision="16-mixed", max_epochs=1, gradient_clip_val=0.005,
+    trainer = ember.Trainer(**QUIET, precision="16-mixed", max_epochs=1, gradient_clip_val=0.005,
                             gradient_clip_algorithm="value", callbacks=[spy])
     trainer.fit(model, regression_data())
     update = spy.params_before_step[0] - GradSpy.flat(model, "data")
@@ -204,7 +207,7 @@ def test_16_mixed_skips_the_step_on_inf_gradients_and_lowers_the_scale() -> None
 
     model = Overflows()
     before = [p.detach().clone() for p in model.parameters()]
-    trainer = ember.Trainer(precision="16-mixed", max_epochs=1)
+    trainer = ember.Trainer(**QUIET, precision="16-mixed", max_epochs=1)
     trainer.fit(model, regression_data())
     scaler = trainer.role_plugins["precision"].scaler
     assert scaler.get_scale() < 65536.0
