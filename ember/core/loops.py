@@ -353,14 +353,14 @@ class Loops:
                 h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
                                      batch_idx=batch_idx)
             self._batches_seen += 1
+            if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
+                next(batches, None)
             if log_metrics is not None and t.global_step != step_before and t.global_step % every == 0:
                 self.log_step_metrics(results)
             if self.should_validate(batch_idx, is_last):
                 self.run_validation()
                 validated_at_end = is_last
             if is_last or (self.max_steps != -1 and t.global_step >= self.max_steps):
-                if is_last and read_to_end:
-                    next(batches, None)
                 break
             if t.should_stop and self._can_stop():
                 break
@@ -550,6 +550,7 @@ class Loops:
                 if n == 0:
                     continue
                 t._dataloader_idx = dl_idx
+                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
                     t._log_defaults = _EVAL_STEP_CTX
                     batch = self.transfer(batch, dl_idx)
@@ -560,7 +561,7 @@ class Loops:
                     if hooks["batch_end"] is not None:
                         hooks["batch_end"](outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                            **kw)
-                    if batch_idx + 1 >= n and n < _length(loader):  # a limit; else the loader ends itself
+                    if limited and batch_idx + 1 >= n:
                         break
             t._current_batch = None
             t._log_defaults = _EPOCH_HOOK_CTX
@@ -643,6 +644,7 @@ class Loops:
                 if n == 0:
                     continue
                 t._dataloader_idx = dl_idx
+                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
                     batch = self.transfer(batch, dl_idx)
                     if h.on_predict_batch_start is not None:
@@ -654,7 +656,7 @@ class Loops:
                     if h.on_predict_batch_end is not None:
                         h.on_predict_batch_end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                                **kw)
-                    if batch_idx + 1 >= n and n < _length(loader):  # a limit; else the loader ends itself
+                    if limited and batch_idx + 1 >= n:
                         break
             if h.on_predict_epoch_end is not None:
                 h.on_predict_epoch_end(**kw)
