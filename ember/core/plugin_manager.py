@@ -109,7 +109,7 @@ class PluginManager(pluggy.PluginManager):
             caller = getattr(self.hook, hook_name, None)
             if caller is None or caller.spec is None:
                 continue
-            impl = pluggy.HookImpl(plugin, hook_name, getattr(plugin, attr), dict(opts))
+            impl = pluggy.HookImpl(plugin, hook_name, getattr(plugin, attr), opts)
             extra = [a for a in impl.argnames if a not in caller.spec.argnames]
             if extra:
                 hint = (" Lightning's 'pl_module' is called 'module' in ember." if "pl_module" in extra else "")

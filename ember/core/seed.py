@@ -47,5 +47,5 @@ def preserved_rng(device: torch.device | None = None) -> Iterator[None]:
             yield
         finally:
             random.setstate(python_state)
-            if numpy_state is not None:
+            if np is not None:
                 np.random.set_state(numpy_state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -596,6 +597,7 @@ def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
     """A copy of ``impl`` whose exceptions are logged instead of raised."""
     function = impl.function
 
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             return function(*args, **kwargs)
@@ -603,9 +605,7 @@ def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
             log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
             return None
 
-    copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
-    copy.argnames, copy.kwargnames = impl.argnames, impl.kwargnames
-    return copy
+    return pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
 
 
 def _module_base() -> type:
