@@ -55,5 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args._run(args) or 0)
 
 
+# Sub-commands that live in their own modules register themselves on import.
+from ember import cli_plugins  # noqa: E402,F401
+
 if __name__ == "__main__":
     sys.exit(main())

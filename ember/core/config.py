@@ -82,6 +82,18 @@ def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise _fail(attribute.name, value, "expected a list of plugin identities (strings)")
 
 
+def _optional_bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True, False or None (None: use the environment variable)")
+
+
+def _trace(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, (bool, str, os.PathLike)) or callable(getattr(value, "write", None)):
+        return
+    raise _fail("trace", value, "expected True/'stderr', 'stdout', a path for JSON lines, a text stream, or "
+                "False/None (None: use the EMBER_TRACE environment variable)")
+
+
 def _tuple(value: Any) -> tuple:
     if value is None:
         return ()
@@ -131,6 +143,11 @@ class TrainerConfig:
     log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
+    #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
+    #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
+    strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)
+    #: Hook tracing (see ember.core.tracing); None: the EMBER_TRACE environment variable decides (default: off).
+    trace: Any = attrs.field(default=None, validator=_trace)
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):

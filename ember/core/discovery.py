@@ -28,8 +28,15 @@ PLUGINS_GROUP = "ember.plugins"
 AUTOLOAD_GROUP = "ember.autoload"
 BLOCK_ENV = "EMBER_BLOCK_PLUGINS"
 AUTOLOAD_ENV = "EMBER_DISABLE_PLUGIN_AUTOLOAD"
+STRICT_ENV = "EMBER_STRICT_PLUGINS"
 
 _IDENTITY = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def switch_off_hint(identity: str, dist_name: str | None = None) -> str:
+    """How to switch a plugin off without uninstalling it (the tail of every plugin error)."""
+    hint = f"Switch it off with {BLOCK_ENV}={identity} or Trainer(block_plugins=[{identity!r}])"
+    return hint + (f", or uninstall {dist_name}." if dist_name else ".")
 
 
 def _check_identity(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -77,8 +84,7 @@ class PluginInfo:
         except Exception as exc:
             raise PluginError(
                 f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
-                f"{type(exc).__name__}: {exc}. Switch it off with {BLOCK_ENV}={self.identity} "
-                f"or Trainer(block_plugins=[{self.identity!r}]), or uninstall {self.dist_name or 'it'}."
+                f"{type(exc).__name__}: {exc}. {switch_off_hint(self.identity, self.dist_name)}"
             ) from exc
         return obj
 
@@ -89,7 +95,10 @@ class Discovery:
 
     plugins: Mapping[str, tuple[PluginInfo, ...]]
     autoload: Mapping[str, tuple[PluginInfo, ...]]
+    #: Messages for entry points whose name is not a valid identity (they can never be used).
     invalid: tuple[str, ...] = ()
+    #: The subset of ``invalid`` declared in the always-on group (reported at Trainer creation).
+    invalid_autoload: tuple[str, ...] = ()
 
     def role_names(self, role: str) -> list[str]:
         """The selectable names of one role, sorted."""
@@ -114,9 +123,16 @@ def only(identity: str, found: tuple[PluginInfo, ...]) -> PluginInfo:
         providers = ", ".join(f"{i.dist} ({i.value})" for i in found)
         raise PluginConflictError(
             f"plugin identity {identity!r} is claimed by several distributions: {providers}. "
-            "Uninstall all but one of them."
+            f"Uninstall all but one of them, or switch the identity off with {BLOCK_ENV}={identity} "
+            f"or Trainer(block_plugins=[{identity!r}])."
         )
     return found[0]
+
+
+def _by_dist(infos: list[PluginInfo]) -> tuple[PluginInfo, ...]:
+    # Nothing may depend on the order distributions happen to be installed in: identities are sorted, and
+    # the providers of a conflicting identity are listed by distribution.
+    return tuple(sorted(infos, key=lambda i: (i.dist_name or "", i.value)))
 
 
 _cache: dict[tuple[str, ...], Discovery] = {}
@@ -129,6 +145,7 @@ def discover(refresh: bool = False) -> Discovery:
         return _cache[key]
     groups: dict[str, dict[str, list[PluginInfo]]] = {PLUGINS_GROUP: {}, AUTOLOAD_GROUP: {}}
     invalid: list[str] = []
+    invalid_autoload: list[str] = []
     seen_dists: set[str] = set()
     for dist in metadata.distributions():
         dist_name = dist.metadata["Name"] or "?"
@@ -144,13 +161,17 @@ def discover(refresh: bool = False) -> Discovery:
             try:
                 info = PluginInfo(ep.name, ep.group, ep.value, dist_name, dist.version)
             except PluginError as exc:
-                invalid.append(f"{exc} (declared by {dist_name} {dist.version})")
+                message = f"{exc} (entry point {ep.name!r} in group {ep.group!r} of {dist_name} {dist.version})"
+                invalid.append(message)
+                if ep.group == AUTOLOAD_GROUP:
+                    invalid_autoload.append(message)
                 continue
             groups[ep.group].setdefault(ep.name, []).append(info)
     result = Discovery(
-        plugins={k: tuple(v) for k, v in sorted(groups[PLUGINS_GROUP].items())},
-        autoload={k: tuple(v) for k, v in sorted(groups[AUTOLOAD_GROUP].items())},
+        plugins={k: _by_dist(v) for k, v in sorted(groups[PLUGINS_GROUP].items())},
+        autoload={k: _by_dist(v) for k, v in sorted(groups[AUTOLOAD_GROUP].items())},
         invalid=tuple(invalid),
+        invalid_autoload=tuple(invalid_autoload),
     )
     _cache.clear()
     _cache[key] = result

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pluggy
 
+from ember.core.discovery import switch_off_hint
 from ember.core.errors import PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
@@ -68,6 +70,9 @@ class PluginManager(pluggy.PluginManager):
         """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
         label = name or type(plugin).__name__
         where = f"plugin {label!r}" + (f" (from {origin})" if origin else "")
+        # A plugin that came from an installed distribution can be switched off without touching code.
+        dist = origin.rsplit(" ", 1)[0] if origin else None
+        hint = " " + switch_off_hint(label, None if dist == "ember" else dist) if origin and name else ""
         if datamodule:
             self._datamodules.add(id(plugin))
         try:
@@ -75,15 +80,15 @@ class PluginManager(pluggy.PluginManager):
         except pluggy.PluginValidationError as exc:
             raise PluginError(f"{where} has an invalid hook implementation: {exc}. "
                               "An implementation may take any subset of the spec's arguments, by name; "
-                              "`ember hooks` lists every hook and its arguments.") from exc
+                              f"`ember hooks` lists every hook and its arguments.{hint}") from exc
         except ValueError as exc:
-            raise PluginError(f"{where} cannot be registered: {exc}") from exc
+            raise PluginError(f"{where} cannot be registered: {exc}{hint}") from exc
         if registered is None:
             return None
         if origin:
             self.origins[registered] = origin
         try:
-            self._check_names(plugin, where)
+            self._check_names(plugin, where, hint)
         except Exception:
             self.unregister(plugin)
             raise
@@ -96,7 +101,7 @@ class PluginManager(pluggy.PluginManager):
         self._changed()
         return result
 
-    def _check_names(self, plugin: Any, where: str) -> None:
+    def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
         known = set(self.hook.__dict__)
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
@@ -104,13 +109,25 @@ class PluginManager(pluggy.PluginManager):
                 if impl.optionalhook:
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
-                                  f"{suggest(caller.name, known)} `ember hooks` lists them.")
+                                  f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
         for attr in dir(type(plugin)):
             if attr.startswith("on_") and attr not in known:
                 close = suggest(attr, EVENT_HOOKS)
                 if close:
                     warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
                                   f"called.{close}", EmberWarning, stacklevel=4)
+
+    def plugin_of_traceback(self, exc: BaseException) -> str | None:
+        """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
+        owners = {id(p): n for n, p in self.list_name_plugin() if n is not None}
+        found = None
+        tb = exc.__traceback__
+        while tb is not None:
+            owner = tb.tb_frame.f_locals.get("self")
+            if owner is not None and id(owner) in owners:
+                found = owners[id(owner)]
+            tb = tb.tb_next
+        return found
 
     # -- the per-run hook table ------------------------------------------------------------------------
     def subscribe(self, listener: Callable[[], None]) -> None:
