@@ -90,27 +90,27 @@ def collect(selection: dict[str, Any] | None = None, block: tuple[str, ...] = ()
 def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blocked: set[str], autoload_on: bool,
          active_roles: dict[str, str], selection_error: str) -> PluginRow:
     info = infos[0]
-    base = {"identity": identity, "role": info.role, "group": group}
     if len(infos) > 1:
-        names = ", ".join(f"{i.dist_name} {i.dist_version}" for i in infos)
-        return PluginRow(**base, distribution=names, version=None, value=" | ".join(i.value for i in infos),
-                         hooks=(), status="conflict", detail=str(_conflict(identity, infos)))
-    fields = {**base, "distribution": info.dist_name, "version": info.dist_version, "value": info.value}
+        return PluginRow(identity, info.role, group, ", ".join(f"{i.dist_name} {i.dist_version}" for i in infos),
+                         None, " | ".join(i.value for i in infos), (), "conflict", _conflict(identity, infos))
+
+    def row(status: str, hooks: tuple[dict[str, Any], ...], detail: str = "") -> PluginRow:
+        return PluginRow(identity, info.role, group, info.dist_name, info.dist_version, info.value, hooks, status,
+                         detail)
+
     try:
         plugin = info.load()
         hooks = _hooks_of(identity, plugin, info.dist)
     except PluginError as exc:
-        return PluginRow(**fields, hooks=(), status="broken", detail=str(exc))
+        return row("broken", (), str(exc))
     if identity in blocked:
-        return PluginRow(**fields, hooks=hooks, status="blocked",
-                         detail=f"blocked by {discovery.BLOCK_ENV} or --block")
+        return row("blocked", hooks, f"blocked by {discovery.BLOCK_ENV} or --block")
     if group == "autoload":
         if not autoload_on:
-            return PluginRow(**fields, hooks=hooks, status="blocked",
-                             detail=f"autoloading is off ({discovery.AUTOLOAD_ENV})")
-        return PluginRow(**fields, hooks=hooks, status="active", detail="always on")
+            return row("blocked", hooks, f"autoloading is off ({discovery.AUTOLOAD_ENV})")
+        return row("active", hooks, "always on")
     if active_roles.get(info.role) == identity:
-        return PluginRow(**fields, hooks=hooks, status="active", detail=f"the {info.role} of this configuration")
+        return row("active", hooks, f"the {info.role} of this configuration")
     check = getattr(plugin, "check_available", None)
     if callable(check):
         from ember.core.config import TrainerConfig
@@ -118,10 +118,9 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
         try:
             check(TrainerConfig())
         except EmberError as exc:
-            return PluginRow(**fields, hooks=hooks, status="unavailable", detail=str(exc))
-    detail = f"configuration not resolved: {selection_error}" if selection_error and info.role in (
-        "accelerator", "precision", "strategy") else ""
-    return PluginRow(**fields, hooks=hooks, status="available", detail=detail)
+            return row("unavailable", hooks, str(exc))
+    unresolved = selection_error and info.role in ("accelerator", "precision", "strategy")
+    return row("available", hooks, f"configuration not resolved: {selection_error}" if unresolved else "")
 
 
 def _conflict(identity: str, infos: tuple[discovery.PluginInfo, ...]) -> str:

@@ -102,7 +102,7 @@ class PluginManager(pluggy.PluginManager):
         return result
 
     def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
-        known = set(self.hook.__dict__)
+        known = {name for name, caller in vars(self.hook).items() if getattr(caller, "spec", None) is not None}
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)

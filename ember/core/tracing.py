@@ -29,7 +29,7 @@ import os
 import sys
 import time
 from collections.abc import Generator, Sequence
-from typing import Any, TextIO
+from typing import IO, Any
 
 import pluggy
 
@@ -83,7 +83,7 @@ class HookTracer:
 
     def __init__(self, target: Any) -> None:
         self.target = target
-        self._stream: TextIO | None = None
+        self._stream: IO[str] | None = None
         self._owns_stream = False
         self._started_once = False
         self._undo: Any = None
@@ -177,7 +177,8 @@ class HookTracer:
             def timed_wrapper(*args: Any, **kwargs: Any) -> Any:
                 entry: dict[str, Any] = {"plugin": name, "wrapper": True, "us": 0.0}
                 stack[-1].impls.append(entry)
-                return _timed_generator(function(*args, **kwargs), entry)
+                generator: Generator[Any, Any, Any] = function(*args, **kwargs)  # type: ignore[assignment]
+                return _timed_generator(generator, entry)
 
             return timed_wrapper
 

@@ -117,6 +117,11 @@ def protocol_name(hook: str) -> str:
     return "".join(part.capitalize() for part in hook.split("_"))
 
 
+def _none_ok(annotation: str) -> bool:
+    parts = {p.strip() for p in annotation.split("|")}
+    return bool(parts & {"None", "Any", ""})
+
+
 def render_protocols() -> str:
     """The source of :mod:`ember.hookspecs.protocols`: one ``Protocol`` per hook, plus ``EventHooks``."""
     all_specs = specs()
@@ -167,7 +172,9 @@ def render_protocols() -> str:
             lines.append(f'            """{wrapped[0]}')
             lines += [w if w.strip() else "" for w in wrapped[1:]]
             lines.append('            """')
-        lines.append("            ...")
+        # A body that returns None keeps a type checker from calling the method abstract, so a class can
+        # inherit EventHooks and implement only some hooks; hooks that must answer something stay abstract.
+        lines.append("            return None" if _none_ok(spec.returns) else "            ...")
     events = [protocol_name(s.name) for s in all_specs if s.family == "event"]
     lines += ["", "    class EventHooks(", *[f"        {n}," for n in events], "        Protocol,", "    ):",
               '        """Every event hook with its full signature: a typed base for Lightning-style callbacks."""',

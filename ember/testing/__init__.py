@@ -194,7 +194,7 @@ def _check_hook_name(hook: str) -> None:
 
 
 def _summary(names: list[str], limit: int = 40) -> str:
-    shown = []
+    shown: list[list[Any]] = []
     for name in names:
         if not shown or shown[-1][0] != name:
             shown.append([name, 1])
@@ -254,8 +254,9 @@ def run_plugin(*plugins: Any, stage: str = "fit", model: Any = None, data: Any =
         _monitor(recorder, trainer)
     model = TinyClassifier() if model is None else model
     train, val = tiny_loaders() if data is None else data
+    output: Any = None
     if stage == "fit":
-        output = trainer.fit(model, train, val)
+        trainer.fit(model, train, val)
     elif stage == "predict":
         output = trainer.predict(model, val)
     else:
@@ -304,7 +305,10 @@ def checkpoint_roundtrip(plugin: Any, restored: Any, trainer: Any = None, module
     saver.register(plugin, name=getattr(plugin, "identity", "plugin.under-test"))
     saver.hook.on_save_checkpoint(trainer=trainer, module=module, checkpoint=checkpoint)
     buffer = io.BytesIO()
-    torch.save(checkpoint, buffer)
+    try:
+        torch.save(checkpoint, buffer)
+    except Exception as exc:
+        raise AssertionError(f"the checkpoint state of {type(plugin).__name__} cannot be saved: {exc}") from exc
     buffer.seek(0)
     try:
         loaded = torch.load(buffer, weights_only=True)
