@@ -192,7 +192,7 @@ def _hooks(args: argparse.Namespace) -> int:
     from ember.hookspecs.reference import specs
 
     all_specs = specs()
-    chosen = [s for s in all_specs if args.family in (None, s.family)]
+    chosen = [s for s in all_specs if args.family in (None, s.kind)]
     if args.names:
         by_name = {s.name: s for s in all_specs}
         unknown = [n for n in args.names if n not in by_name]
@@ -206,15 +206,15 @@ def _hooks(args: argparse.Namespace) -> int:
         return 0
     if args.names:
         for spec in chosen:
-            print(f"{spec.signature}    [{spec.family} hook{', firstresult' if spec.firstresult else ''}]\n")
+            print(f"{spec.typed_signature}    [{spec.kind} hook{', firstresult' if spec.firstresult else ''}]\n")
             print(textwrap.indent(spec.doc, "    ") + "\n")
         return 0
-    family = None
+    kind = None
     for spec in chosen:
-        if spec.family != family:
-            family = spec.family
-            print(f"{'' if spec is chosen[0] else chr(10)}{family.capitalize()} hooks:")
+        if spec.kind != kind:
+            kind = spec.kind
+            print(f"{'' if spec is chosen[0] else chr(10)}{kind.capitalize()} hooks:")
         marker = "  [firstresult]" if spec.firstresult else ""
-        print(f"  {spec.signature}{marker}")
+        print(f"  {spec.typed_signature}{marker}")
         print(textwrap.fill(spec.summary, width=110, initial_indent="      ", subsequent_indent="      "))
     return 0

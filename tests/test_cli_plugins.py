@@ -128,7 +128,7 @@ def test_hooks_lists_every_spec_with_its_signature(capsys) -> None:
     out = capsys.readouterr().out
     all_specs = specs()
     for spec in all_specs:
-        assert f"  {spec.signature}" in out, spec.name
+        assert f"  {spec.typed_signature}" in out, spec.name
     assert "on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None" in out
     assert out.index("Event hooks:") < out.index("Role hooks:") < out.index("Configuration hooks:")
     assert "step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, " \

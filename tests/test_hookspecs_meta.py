@@ -13,7 +13,7 @@ import torch
 
 import ember
 from ember.hookspecs import spec_modules
-from ember.hookspecs.reference import HookSpec, render_protocols, specs
+from ember.hookspecs.reference import SpecRecord, render_protocols, specs
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
 ALL_SPECS = specs()
@@ -43,7 +43,7 @@ def _normalised(text: str) -> str:
 
 
 @pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: s.name)
-def test_every_spec_is_documented_in_the_required_shape(spec: HookSpec) -> None:
+def test_every_spec_is_documented_in_the_required_shape(spec: SpecRecord) -> None:
     assert spec.summary and spec.summary.endswith((".", ")")), f"{spec.name}: no one-line summary"
     names = [p.name for p in spec.params]
     undocumented = [n for n in names if not spec.param_docs.get(n)]
@@ -70,7 +70,7 @@ def test_typing_protocols_are_generated_from_the_specs() -> None:
     path = Path(ember.__file__).parent / "hookspecs" / "protocols.py"
     assert path.read_text() == render_protocols(), (
         "ember/hookspecs/protocols.py is out of date: run "
-        "`python -m ember.hookspecs.reference > ember/hookspecs/protocols.py`")
+        "`python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`")
 
 
 def test_protocols_are_empty_at_run_time() -> None:

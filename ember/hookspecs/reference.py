@@ -1,7 +1,8 @@
-"""The hook specifications as data: names, signatures, docstrings, options.
+"""The hook reference, generated from the specs' docstrings so that it cannot drift.
 
-Used by ``ember hooks``, by the tests that check every spec is documented, and to generate
-:mod:`ember.hookspecs.protocols` (``python -m ember.hookspecs.reference > ember/hookspecs/protocols.py``).
+``python -m ember.hookspecs.reference > docs/hooks.md`` rewrites the page; a test fails when it is stale.
+``python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`` rewrites the typing
+protocols, likewise checked by a test. ``ember hooks`` lists the same records.
 Imports nothing of ember but the spec modules, and no torch.
 """
 
@@ -9,60 +10,85 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any
 
 from ember.hookspecs import PROJECT, spec_modules
 
-#: Spec module -> family name, in documentation order.
-FAMILIES = {"events": "event", "roles": "role", "config": "configuration"}
+_FAMILIES = {"events": "Event hooks", "roles": "Role hooks", "config": "Configuration hooks"}
+#: Spec module -> the kind of hook, as ``ember hooks --family`` names it.
+KINDS = {"events": "event", "roles": "role", "config": "configuration"}
 
 _PARAM = re.compile(r"^:param (\w+):\s*(.*)$")
 
 
 @dataclass(frozen=True)
 class Param:
+    """One argument of a spec: its name, its annotation as written, and its ``:param:`` text."""
+
     name: str
     annotation: str
     doc: str = ""
 
 
 @dataclass(frozen=True)
-class HookSpec:
-    """One hook specification."""
+class SpecRecord:
+    """One hook specification, as documented."""
 
-    name: str
     family: str
-    params: tuple[Param, ...]
-    returns: str
+    name: str
+    signature: str
+    summary: str
     doc: str
-    firstresult: bool = False
+    firstresult: bool
+    section: str
+    params: tuple[Param, ...] = ()
+    returns: str = ""
     historic: bool = False
-    #: ``:param:`` entries of the docstring, by parameter name (also entries for names that do not exist).
+    #: ``:param:`` entries of the docstring by name (including any for names the spec does not have).
     param_docs: dict[str, str] = field(default_factory=dict)
 
     @property
-    def summary(self) -> str:
-        """The docstring's first sentence or line, for one-line listings."""
-        first = self.doc.split("\n\n", 1)[0].replace("\n", " ").strip()
-        return first
+    def arguments(self) -> list[str]:
+        return [p.strip().split(":")[0].strip() for p in self.signature.strip("()").split(",") if p.strip()]
 
     @property
-    def signature(self) -> str:
+    def kind(self) -> str:
+        """``"event"``, ``"role"`` or ``"configuration"``."""
+        return KINDS.get(self.family, self.family)
+
+    @property
+    def typed_signature(self) -> str:
+        """``name(arg: Annotation, ...) -> Return``, as written in the spec."""
         args = ", ".join(f"{p.name}: {p.annotation}" if p.annotation else p.name for p in self.params)
-        return f"{self.name}({args}) -> {self.returns}"
+        return f"{self.name}({args}) -> {self.returns or 'None'}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "family": self.family, "signature": self.signature, "summary": self.summary,
-                "firstresult": self.firstresult, "historic": self.historic,
-                "params": [{"name": p.name, "annotation": p.annotation, "doc": p.doc} for p in self.params],
-                "returns": self.returns, "doc": self.doc}
+        return {"name": self.name, "family": self.kind, "section": self.section,
+                "signature": self.typed_signature, "summary": self.summary, "firstresult": self.firstresult,
+                "historic": self.historic, "returns": self.returns, "doc": self.doc,
+                "params": [{"name": p.name, "annotation": p.annotation, "doc": p.doc} for p in self.params]}
+
+
+def _sections(module: object) -> dict[str, str]:
+    """Map each spec name to the banner comment it sits under in its module's source."""
+    source = inspect.getsource(module)  # type: ignore[arg-type]
+    lines = source.splitlines()
+    current, out = "", {}
+    for i, line in enumerate(lines):
+        if line.startswith("# ----") and i + 1 < len(lines) and lines[i + 1].startswith("# ") \
+                and not lines[i + 1].startswith("# ----"):
+            current = lines[i + 1][2:].strip()
+        elif line.startswith("def "):
+            out[line[4:].split("(")[0]] = current
+    return out
 
 
 def _annotation(value: Any) -> str:
-    if value is inspect.Parameter.empty:
+    if value is inspect.Parameter.empty or value is inspect.Signature.empty:
         return ""
     return value if isinstance(value, str) else inspect.formatannotation(value)
 
@@ -82,34 +108,85 @@ def _param_docs(doc: str) -> dict[str, str]:
     return out
 
 
-def _spec_of(module: ModuleType, name: str, function: Any) -> HookSpec:
-    opts = getattr(function, PROJECT + "_spec")
-    doc = inspect.cleandoc(function.__doc__ or "")
-    param_docs = _param_docs(doc)
-    signature = inspect.signature(function)
-    params = tuple(Param(p.name, _annotation(p.annotation), param_docs.get(p.name, ""))
-                   for p in signature.parameters.values())
-    family = FAMILIES.get(module.__name__.rsplit(".", 1)[-1], module.__name__)
-    return HookSpec(name=name, family=family, params=params, returns=_annotation(signature.return_annotation),
-                    doc=doc, firstresult=bool(opts.get("firstresult")), historic=bool(opts.get("historic")),
-                    param_docs=param_docs)
-
-
-def specs() -> list[HookSpec]:
-    """Every hook specification, in documentation order (family, then source order)."""
-    out = []
+def iter_specs() -> Iterator[SpecRecord]:
+    """Every hook spec, in source order within each family."""
     for module in spec_modules():
-        for name, function in vars(module).items():
-            if callable(function) and hasattr(function, PROJECT + "_spec"):
-                out.append(_spec_of(module, name, function))
-    return out
+        family = module.__name__.rsplit(".", 1)[1]
+        sections = _sections(module)
+        functions = [f for f in vars(module).values()
+                     if inspect.isfunction(f) and hasattr(f, PROJECT + "_spec")]
+        functions.sort(key=lambda f: f.__code__.co_firstlineno)
+        for fn in functions:
+            opts = getattr(fn, PROJECT + "_spec")
+            sig = inspect.signature(fn)
+            params = ", ".join(sig.parameters)
+            doc = inspect.cleandoc(fn.__doc__ or "")
+            param_docs = _param_docs(doc)
+            yield SpecRecord(family=family, name=fn.__name__, signature=f"({params})",
+                             summary=doc.split("\n\n")[0].replace("\n", " "), doc=doc,
+                             firstresult=bool(opts.get("firstresult")), section=sections.get(fn.__name__, ""),
+                             params=tuple(Param(p.name, _annotation(p.annotation), param_docs.get(p.name, ""))
+                                          for p in sig.parameters.values()),
+                             returns=_annotation(sig.return_annotation), historic=bool(opts.get("historic")),
+                             param_docs=param_docs)
+
+
+def specs() -> list[SpecRecord]:
+    """Every hook spec, in documentation order."""
+    return list(iter_specs())
 
 
 def spec_names() -> frozenset[str]:
-    return frozenset(s.name for s in specs())
+    return frozenset(s.name for s in iter_specs())
 
 
-# -- the typing protocols ---------------------------------------------------------------------------------
+# -- docs/hooks.md --------------------------------------------------------------------------------------------
+
+
+def _markdown_doc(doc: str) -> str:
+    out = []
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(":param "):
+            name, _, text = stripped[len(":param "):].partition(":")
+            out.append(f"- `{name.strip()}`: {text.strip()}")
+        elif stripped.startswith(":returns:"):
+            out.append(f"- returns: {stripped[len(':returns:'):].strip()}")
+        elif line.startswith("    ") and out and out[-1].startswith("- "):
+            out[-1] += " " + stripped
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def render_markdown() -> str:
+    """docs/hooks.md."""
+    parts = [
+        "# Hook reference",
+        "",
+        "<!-- Generated by `python -m ember.hookspecs.reference > docs/hooks.md`; do not edit by hand. -->",
+        "",
+        "Every hook ember's loop calls, from `ember/hookspecs/`. An implementation takes any subset of a hook's "
+        "arguments, by name. Event hooks may be plain methods named like the hook; role and configuration "
+        "hooks need `@ember.hookimpl`. *firstresult* hooks stop at the first non-None answer.",
+        "",
+    ]
+    for module in spec_modules():
+        family = module.__name__.rsplit(".", 1)[1]
+        parts += [f"## {_FAMILIES[family]}", "", inspect.cleandoc(module.__doc__ or ""), ""]
+        section = None
+        for spec in iter_specs():
+            if spec.family != family:
+                continue
+            if spec.section and spec.section != section:
+                section = spec.section
+                parts += [f"### {section}", ""]
+            kind = " *(firstresult)*" if spec.firstresult else ""
+            parts += [f"#### `{spec.name}{spec.signature}`{kind}", "", _markdown_doc(spec.doc), ""]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+# -- ember/hookspecs/protocols.py -----------------------------------------------------------------------------
 
 
 def protocol_name(hook: str) -> str:
@@ -128,9 +205,10 @@ def render_protocols() -> str:
     lines = [
         '"""Typing protocols for hook implementations, one per hook, generated from the specifications.',
         "",
-        "Generated by ``python -m ember.hookspecs.reference > ember/hookspecs/protocols.py``; do not edit (a test",
-        "checks that it matches the specs). For type checkers only: at run time every name here is an empty class,",
-        "so inheriting one adds no hook implementation to a plugin. See docs/writing-plugins.md, \"Type checking\".",
+        "Generated by ``python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py``; do not",
+        "edit (a test checks that it matches the specs). For type checkers only: at run time every name here is",
+        "an empty class, so inheriting one adds no hook implementation to a plugin. See docs/writing-plugins.md,",
+        '"Type checking".',
         "",
         "    class GradNorm(OnBeforeOptimizerStep):",
         "        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: Optimizer) -> None:",
@@ -161,21 +239,21 @@ def render_protocols() -> str:
     for spec in all_specs:
         args = ", ".join(["self"] + [f"{p.name}: {p.annotation}" if p.annotation else p.name for p in spec.params])
         lines += ["", f"    class {protocol_name(spec.name)}(Protocol):",
-                  f'        """``{spec.name}`` ({spec.family} hook{", firstresult" if spec.firstresult else ""})."""',
+                  f'        """``{spec.name}`` ({spec.kind} hook{", firstresult" if spec.firstresult else ""})."""',
                   "",
-                  f"        def {spec.name}({args}) -> {spec.returns}:"]
+                  f"        def {spec.name}({args}) -> {spec.returns or 'None'}:"]
         summary = spec.summary.replace('"""', "'''").replace("\\", "\\\\")
         wrapped = textwrap.wrap(summary, width=100, initial_indent="", subsequent_indent="            ")
         if len(wrapped) == 1:
             lines.append(f'            """{wrapped[0]}"""')
         else:
             lines.append(f'            """{wrapped[0]}')
-            lines += [w if w.strip() else "" for w in wrapped[1:]]
+            lines += wrapped[1:]
             lines.append('            """')
         # A body that returns None keeps a type checker from calling the method abstract, so a class can
         # inherit EventHooks and implement only some hooks; hooks that must answer something stay abstract.
         lines.append("            return None" if _none_ok(spec.returns) else "            ...")
-    events = [protocol_name(s.name) for s in all_specs if s.family == "event"]
+    events = [protocol_name(s.name) for s in all_specs if s.kind == "event"]
     lines += ["", "    class EventHooks(", *[f"        {n}," for n in events], "        Protocol,", "    ):",
               '        """Every event hook with its full signature: a typed base for Lightning-style callbacks."""',
               "", "else:", "",
@@ -190,4 +268,4 @@ def render_protocols() -> str:
 
 
 if __name__ == "__main__":
-    print(render_protocols(), end="")
+    sys.stdout.write(render_protocols() if "--protocols" in sys.argv[1:] else render_markdown())
