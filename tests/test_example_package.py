@@ -94,15 +94,6 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
     return env
 
 
-def test_installed_copies_are_the_ones_used(fresh: FreshEnv) -> None:
-    where = fresh.python_json("""
-        import json, ember, ember_plugin_example
-        print(json.dumps([ember.__file__, ember_plugin_example.__file__]))
-    """)
-    env_dir = str(fresh.root / "env")
-    assert all(path.startswith(env_dir) for path in where), where
-
-
 def test_listed_by_ember_plugins(fresh: FreshEnv) -> None:
     listing = json.loads(fresh.run(fresh.bin / "ember", "plugins", "--json").stdout)
     rows = {row["identity"]: row for row in listing["plugins"]}
@@ -116,44 +107,82 @@ def test_listed_by_ember_plugins(fresh: FreshEnv) -> None:
                                                      "on_save_checkpoint", "on_load_checkpoint"}
     assert rows["precision.32-true"]["status"] == "active"
 
-    selected = json.loads(fresh.run(fresh.bin / "ember", "plugins", "--json", "--precision", "tf32").stdout)
-    statuses = {row["identity"]: row["status"] for row in selected["plugins"]}
-    assert statuses["precision.tf32"] == "active" and statuses["precision.32-true"] == "available"
+    # The same command for a run selecting tf32, and with the always-on plugin blocked (one process).
+    out = fresh.python_json("""
+        import contextlib, io, json, os
+        from ember.cli import main
 
-    text = fresh.run(fresh.bin / "ember", "plugins", EMBER_BLOCK_PLUGINS="callback.run-summary").stdout
-    line = next(line for line in text.splitlines() if line.startswith("callback.run-summary"))
+        def run(*args):
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                assert main(["plugins", *args]) == 0
+            return buffer.getvalue()
+
+        selected = json.loads(run("--json", "--precision", "tf32"))
+        os.environ["EMBER_BLOCK_PLUGINS"] = "callback.run-summary"
+        print(json.dumps({"selected": selected, "blocked_text": run()}))
+    """)
+    statuses = {row["identity"]: row["status"] for row in out["selected"]["plugins"]}
+    assert statuses["precision.tf32"] == "active" and statuses["precision.32-true"] == "available"
+    line = next(line for line in out["blocked_text"].splitlines() if line.startswith("callback.run-summary"))
     assert line.split()[1] == "blocked" and "ember-plugin-example 0.1.0" in line
 
 
-FIT = """
-    import json, os, sys, torch, ember
+FITS = """
+    import importlib.metadata, json, os, sys, torch, ember, ember_plugin_example
     from ember.testing import TinyClassifier, tiny_loaders
 
     class Probe(TinyClassifier):
-        seen = set()
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
         def training_step(self, batch, batch_idx):
             self.seen.add(torch.get_float32_matmul_precision())
             return super().training_step(batch, batch_idx)
 
-    root = sys.argv[1] if len(sys.argv) > 1 else os.environ["RUN_DIR"]
-    kwargs = json.loads(os.environ.get("TRAINER_KWARGS", "{}"))
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, default_root_dir=root, **kwargs)
-    model = Probe()
-    trainer.fit(model, *tiny_loaders())
-    summary = os.path.join(root, "run_summary.json")
-    print(json.dumps({
-        "precision": trainer.role_identities["precision"],
-        "plugin": type(trainer.role_plugins["precision"]).__module__,
-        "seen": sorted(model.seen),
-        "after": torch.get_float32_matmul_precision(),
-        "autoloaded": [identity for identity, _ in trainer.autoload_plugins],
-        "summary": json.load(open(summary)) if os.path.exists(summary) else None,
-    }))
+    results = {"files": [ember.__file__, ember_plugin_example.__file__]}
+    for name, run in json.loads(os.environ["RUNS"]).items():
+        os.environ.pop("EMBER_BLOCK_PLUGINS", None)
+        os.environ.update(run.get("env", {}))
+        trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, default_root_dir=run["dir"], **run["kwargs"])
+        model = Probe()
+        trainer.fit(model, *tiny_loaders())
+        summary = os.path.join(run["dir"], "run_summary.json")
+        results[name] = {
+            "precision": trainer.role_identities["precision"],
+            "plugin": type(trainer.role_plugins["precision"]).__module__,
+            "seen": sorted(model.seen),
+            "after": torch.get_float32_matmul_precision(),
+            "autoloaded": [identity for identity, _ in trainer.autoload_plugins],
+            "summary": json.load(open(summary)) if os.path.exists(summary) else None,
+        }
+    results["still installed"] = importlib.metadata.version("ember-plugin-example")
+    print(json.dumps(results))
 """
 
 
-def test_selected_by_name_from_the_trainer_and_always_on_behaviour_runs(fresh: FreshEnv, tmp_path: Path) -> None:
-    result = fresh.python_json(FIT, RUN_DIR=str(tmp_path), TRAINER_KWARGS=json.dumps({"precision": "tf32"}))
+@pytest.fixture(scope="module")
+def fits(fresh: FreshEnv, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Three fits in one process of the fresh environment: tf32 selected by name; the always-on plugin
+    blocked by the Trainer argument; blocked by the environment variable."""
+    runs = {
+        "tf32": {"kwargs": {"precision": "tf32"}},
+        "blocked by argument": {"kwargs": {"block_plugins": ["callback.run-summary"]}},
+        "blocked by environment": {"kwargs": {}, "env": {"EMBER_BLOCK_PLUGINS": "callback.run-summary"}},
+    }
+    for run in runs.values():
+        run["dir"] = str(tmp_path_factory.mktemp("run"))
+    return fresh.python_json(FITS, RUNS=json.dumps(runs))
+
+
+def test_the_installed_copies_are_the_ones_used(fresh: FreshEnv, fits: dict) -> None:
+    env_dir = str(fresh.root / "env")
+    assert all(path.startswith(env_dir) for path in fits["files"]), fits["files"]
+
+
+def test_selected_by_name_from_the_trainer_and_always_on_behaviour_runs(fits: dict) -> None:
+    result = fits["tf32"]
     assert result["precision"] == "precision.tf32"
     assert result["plugin"] == "ember_plugin_example.tf32"
     assert result["seen"] == ["high"] and result["after"] == "highest"
@@ -163,15 +192,11 @@ def test_selected_by_name_from_the_trainer_and_always_on_behaviour_runs(fresh: F
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
-def test_switched_off_by_identity_without_uninstalling(fresh: FreshEnv, tmp_path: Path, how: str) -> None:
-    if how == "argument":
-        env = {"TRAINER_KWARGS": json.dumps({"block_plugins": ["callback.run-summary"]})}
-    else:
-        env = {"EMBER_BLOCK_PLUGINS": "callback.run-summary"}
-    result = fresh.python_json(FIT, RUN_DIR=str(tmp_path), **env)
+def test_switched_off_by_identity_without_uninstalling(fits: dict, how: str) -> None:
+    result = fits[f"blocked by {how}"]
     assert result["autoloaded"] == [] and result["summary"] is None
-    assert not (tmp_path / "run_summary.json").exists()
-    assert fresh.run(fresh.python, "-m", "pip", "show", "ember-plugin-example").stdout.count("0.1.0") == 1
+    assert result["precision"] == "precision.32-true" and result["seen"] == ["highest"]
+    assert fits["still installed"] == "0.1.0"
 
 
 def test_selected_by_name_from_the_cli_and_traced(fresh: FreshEnv, tmp_path: Path) -> None:

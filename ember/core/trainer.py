@@ -215,7 +215,7 @@ class Trainer:
             loaded.append((identity, plugin))
         for problem in problems:
             warnings.warn(f"{problem} This always-on plugin is skipped; pass Trainer(strict_plugins=True) or set "
-                          f"{discovery.STRICT_ENV}=1 to make this an error.", EmberWarning, stacklevel=4)
+                          f"{discovery.STRICT_ENV}=1 to make this an error.", EmberWarning, stacklevel=3)
         return loaded
 
     # -- state ---------------------------------------------------------------------------------------------
