@@ -197,9 +197,9 @@ def test_plugins_selected_by_identity_string(ember_distribution, ember_run) -> N
                        modules={"good_plugin.py": GOOD})
     assert ember_run(plugins=["callback.good"], limit_train_batches=1).trainer.good_ran is True
     assert "good_ran" not in vars(ember_run(limit_train_batches=1).trainer)  # selectable: off unless named
-    with pytest.raises(ember.UnknownPluginError, match=re.escape("Did you mean 'callback.good'?")):
+    with pytest.raises(ember.UnknownPluginError, match=re.escape("Did you mean 'good'?")):
         ember.Trainer(plugins=["callback.godo"])
-    with pytest.raises(ember.PluginError, match="is blocked"):
+    with pytest.raises(ember.PluginError, match="blocked by block_plugins"):
         ember.Trainer(plugins=["callback.good"], block_plugins=["callback.good"])
     trainer = ember.Trainer(plugins=["precision.bf16-mixed"])
     assert trainer.role_identities["precision"] == "precision.bf16-mixed"

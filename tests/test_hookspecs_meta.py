@@ -28,8 +28,6 @@ NOT_CALLED_YET = {
     "save_checkpoint": "checkpoints",
     "load_checkpoint": "checkpoints",
     "remove_checkpoint": "checkpoints",
-    # Loggers: the loop calls log_hyperparams once per fit when a logger plugin is active.
-    "log_hyperparams": "loggers",
     # Agreement across processes (should_stop, early stopping, checkpoint monitors) calls this.
     "reduce_boolean_decision": "distributed strategies and monitoring callbacks",
 }

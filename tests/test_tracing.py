@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ember
-from ember.testing import TinyClassifier, tiny_loaders
+from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_loaders
 
 
 def _records(text: str) -> list[dict]:
@@ -41,8 +41,8 @@ class StepWrapper:
 
 
 def _fit(tmp_path, **kwargs) -> ember.Trainer:
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, limit_train_batches=2, limit_val_batches=1,
-                            default_root_dir=str(tmp_path), **kwargs)
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "limit_train_batches": 2, "limit_val_batches": 1,
+                               "default_root_dir": str(tmp_path), **kwargs})
     trainer.fit(TinyClassifier(), *tiny_loaders())
     return trainer
 
@@ -186,8 +186,8 @@ def test_a_wrapper_that_raises_is_named(tmp_path) -> None:
 
 
 def test_tracing_off_installs_nothing(tmp_path) -> None:
-    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, limit_train_batches=1, trace=False,
-                            default_root_dir=str(tmp_path))
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "limit_train_batches": 1, "trace": False,
+                               "default_root_dir": str(tmp_path)})
     seen = {}
 
     class Look:

@@ -112,7 +112,8 @@ class Discovery:
             choices = self.role_names(role)
             raise UnknownPluginError(
                 f"unknown {role} {name!r}: no installed distribution provides the plugin {identity!r}. "
-                f"Available {role} plugins: {', '.join(choices) or '(none)'}.{suggest(name, choices)}"
+                f"Available {role} plugins: {', '.join(choices) or '(none)'}."
+                f"{suggest(identity.split('.', 1)[1], choices)}"
             )
         return only(identity, found)
 

@@ -597,14 +597,14 @@ if TYPE_CHECKING:
         """``log_metrics`` (role hook)."""
 
         def log_metrics(self, trainer: Trainer, metrics: dict, step: int) -> None:
-            """Record metrics (broadcast to every logger plugin)."""
+            """Record metrics (broadcast to every logger plugin: several loggers may be active at once)."""
             return None
 
     class LogHyperparams(Protocol):
         """``log_hyperparams`` (role hook)."""
 
         def log_hyperparams(self, trainer: Trainer, params: dict) -> None:
-            """Record the run's hyperparameters (the module's ``hparams``), once at the start of ``fit``."""
+            """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's."""
             return None
 
     class Configure(Protocol):
