@@ -52,14 +52,17 @@ def _hooks_of(identity: str, plugin: Any, origin: str | None) -> tuple[dict[str,
 
 
 def _selection(selection: dict[str, Any]) -> tuple[dict[str, str], str]:
-    """The role identities a run with ``selection`` would use, or ({}, why not)."""
+    """The identities a run configured by ``selection`` would register (besides always-on plugins), each with
+    why, or ({}, why not)."""
     from ember.core.trainer import Trainer
 
     try:
         trainer = Trainer(**selection, autoload_plugins=False)
     except EmberError as exc:
         return {}, str(exc)
-    return dict(trainer.role_identities), ""
+    active = {identity: f"the {role} of this configuration" for role, identity in trainer.role_identities.items()}
+    active.update((identity, "on by default") for identity, _ in trainer.extra_plugins)
+    return active, ""
 
 
 def collect(selection: dict[str, Any] | None = None, block: tuple[str, ...] = (),
@@ -77,18 +80,18 @@ def collect(selection: dict[str, Any] | None = None, block: tuple[str, ...] = ()
     autoload_on = (not _autoload_env_off()) if autoload is None else autoload
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        active_roles, selection_error = _selection(dict(selection or {}, block_plugins=sorted(blocked - ESSENTIAL)))
+        active, selection_error = _selection(dict(selection or {}, block_plugins=sorted(blocked - ESSENTIAL)))
     rows = [PluginRow(Defaults.identity, "core", "built-in", "ember", ember.__version__, None,
                       _hooks_of(Defaults.identity, Defaults(), None), "active",
                       "essential: answers every role hook last, the plain PyTorch way")]
     for group, plugins in (("selectable", found.plugins), ("autoload", found.autoload)):
         for identity, infos in plugins.items():
-            rows.append(_row(identity, group, infos, blocked, autoload_on, active_roles, selection_error))
+            rows.append(_row(identity, group, infos, blocked, autoload_on, active, selection_error))
     return rows, list(found.invalid)
 
 
 def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blocked: set[str], autoload_on: bool,
-         active_roles: dict[str, str], selection_error: str) -> PluginRow:
+         active: dict[str, str], selection_error: str) -> PluginRow:
     info = infos[0]
     if len(infos) > 1:
         return PluginRow(identity, info.role, group, ", ".join(f"{i.dist_name} {i.dist_version}" for i in infos),
@@ -98,8 +101,18 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
         return PluginRow(identity, info.role, group, info.dist_name, info.dist_version, info.value, hooks, status,
                          detail)
 
+    note = ""
     try:
-        plugin = info.load()
+        plugin = info.resolve()
+        if isinstance(plugin, type):
+            cls = plugin
+            try:
+                plugin = cls()
+            except TypeError as exc:  # needs arguments: list its hooks from an uninitialised instance
+                plugin = cls.__new__(cls)
+                note = f"configure it before use ({exc})"
+            except Exception as exc:
+                raise info._failed(exc) from exc
         hooks = _hooks_of(identity, plugin, info.dist)
     except PluginError as exc:
         return row("broken", (), str(exc))
@@ -109,8 +122,8 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
         if not autoload_on:
             return row("blocked", hooks, f"autoloading is off ({discovery.AUTOLOAD_ENV})")
         return row("active", hooks, "always on")
-    if active_roles.get(info.role) == identity:
-        return row("active", hooks, f"the {info.role} of this configuration")
+    if identity in active:
+        return row("active", hooks, active[identity])
     check = getattr(plugin, "check_available", None)
     if callable(check):
         from ember.core.config import TrainerConfig
@@ -120,7 +133,7 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
         except EmberError as exc:
             return row("unavailable", hooks, str(exc))
     unresolved = selection_error and info.role in ("accelerator", "precision", "strategy")
-    return row("available", hooks, f"configuration not resolved: {selection_error}" if unresolved else "")
+    return row("available", hooks, f"configuration not resolved: {selection_error}" if unresolved else note)
 
 
 def _conflict(identity: str, infos: tuple[discovery.PluginInfo, ...]) -> str:

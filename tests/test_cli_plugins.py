@@ -77,6 +77,12 @@ def test_every_status(installed, capsys) -> None:
     assert rows["precision.32-true"]["status"] == "active"
     assert rows["accelerator.cpu"]["status"] == "active"
     assert rows["accelerator.cuda"]["status"] == ("available" if _cuda() else "unavailable")
+    assert rows["progress.tqdm"]["status"] == "active" and rows["progress.tqdm"]["detail"] == "on by default"
+    assert rows["progress.rich"]["status"] == "available"
+    # A selectable plugin whose class needs arguments is listed with its hooks, not as broken.
+    stopping = rows["callback.early-stopping"]
+    assert stopping["status"] == "available" and "configure it before use" in stopping["detail"]
+    assert "on_train_epoch_end" in {h["name"] for h in stopping["hooks"]}
     assert rows["core.defaults"]["status"] == "active" and rows["core.defaults"]["group"] == "built-in"
     assert rows["core.defaults"]["version"] == ember.__version__
     invalid = _json(capsys)["invalid"]

@@ -36,7 +36,7 @@ _IDENTITY = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 def switch_off_hint(identity: str, dist_name: str | None = None) -> str:
     """How to switch a plugin off without uninstalling it (the tail of every plugin error)."""
     hint = f"Switch it off with {BLOCK_ENV}={identity} or Trainer(block_plugins=[{identity!r}])"
-    return hint + (f", or uninstall {dist_name}." if dist_name else ".")
+    return hint + (f", or uninstall {dist_name}." if dist_name and dist_name != "ember" else ".")
 
 
 def _check_identity(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -72,21 +72,31 @@ class PluginInfo:
             return "an unknown distribution"
         return f"{self.dist_name} {self.dist_version}"
 
-    def load(self) -> object:
-        """Import the entry point and return the plugin object (a class is instantiated with no arguments)."""
+    def resolve(self) -> object:
+        """Import the entry point and return what it names (a class is returned as it is)."""
         module_name, _, attr = self.value.partition(":")
         try:
             obj: object = importlib.import_module(module_name.strip())
             for part in filter(None, attr.strip().split(".")):
                 obj = getattr(obj, part)
-            if isinstance(obj, type):
-                obj = obj()
         except Exception as exc:
-            raise PluginError(
-                f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
-                f"{type(exc).__name__}: {exc}. {switch_off_hint(self.identity, self.dist_name)}"
-            ) from exc
+            raise self._failed(exc) from exc
         return obj
+
+    def load(self) -> object:
+        """Import the entry point and return the plugin object (a class is instantiated with no arguments)."""
+        obj = self.resolve()
+        if isinstance(obj, type):
+            try:
+                obj = obj()
+            except Exception as exc:
+                raise self._failed(exc) from exc
+        return obj
+
+    def _failed(self, exc: Exception) -> PluginError:
+        return PluginError(
+            f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
+            f"{type(exc).__name__}: {exc}. {switch_off_hint(self.identity, self.dist_name)}")
 
 
 @attrs.frozen

@@ -71,8 +71,7 @@ class PluginManager(pluggy.PluginManager):
         label = name or type(plugin).__name__
         where = f"plugin {label!r}" + (f" (from {origin})" if origin else "")
         # A plugin that came from an installed distribution can be switched off without touching code.
-        dist = origin.rsplit(" ", 1)[0] if origin else None
-        hint = " " + switch_off_hint(label, None if dist == "ember" else dist) if origin and name else ""
+        hint = " " + switch_off_hint(label, origin.rsplit(" ", 1)[0]) if origin and name else ""
         if datamodule:
             self._datamodules.add(id(plugin))
         try:
