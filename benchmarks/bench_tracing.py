@@ -21,9 +21,18 @@ import tempfile
 import time
 import warnings
 
+import attrs
 import torch
 
 import ember
+
+FEATURES_OFF = {"enable_progress_bar": False, "logger": False, "enable_model_summary": False}
+
+
+def off_args() -> dict:
+    """Switch off the optional features this version of ember has (progress bar, logger files, summary)."""
+    names = {f.name for f in attrs.fields(ember.TrainerConfig)}
+    return {k: v for k, v in FEATURES_OFF.items() if k in names}
 
 
 def make_batches(steps: int, batch: int = 32, features: int = 16) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -62,7 +71,7 @@ def with_ember(batches: list, profile: cProfile.Profile | None = None, **trainer
     torch.manual_seed(0)
     root = tempfile.mkdtemp(prefix="ember-bench-")
     trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, default_root_dir=root, autoload_plugins=False,
-                            **trainer_args)
+                            **off_args(), **trainer_args)
     model = Tiny()
     times = {}
 
