@@ -103,9 +103,9 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
 
     note = ""
     try:
-        plugin = info.resolve()
+        plugin: Any = info.resolve()
         if isinstance(plugin, type):
-            cls = plugin
+            cls: Any = plugin
             try:
                 plugin = cls()
             except TypeError as exc:  # needs arguments: list its hooks from an uninitialised instance
