@@ -125,6 +125,18 @@ def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
                                      "plugin identities (strings such as 'precision.bf16-mixed').")
 
 
+def _optional_bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True, False or None (None: use the environment variable)")
+
+
+def _trace(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, (bool, str, os.PathLike)) or callable(getattr(value, "write", None)):
+        return
+    raise _fail("trace", value, "expected True/'stderr', 'stdout', a path for JSON lines, a text stream, or "
+                "False/None (None: use the EMBER_TRACE environment variable)")
+
+
 def _tuple(value: Any) -> tuple:
     if value is None:
         return ()
@@ -224,6 +236,11 @@ class TrainerConfig:
     enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
+    #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
+    #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
+    strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)
+    #: Hook tracing (see ember.core.tracing); None: the EMBER_TRACE environment variable decides (default: off).
+    trace: Any = attrs.field(default=None, validator=_trace)
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):

@@ -9,6 +9,7 @@ from typing import Any
 
 import pluggy
 
+from ember.core.discovery import switch_off_hint
 from ember.core.errors import PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
@@ -68,8 +69,10 @@ class PluginManager(pluggy.PluginManager):
                  datamodule: bool = False) -> str | None:
         """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
         label = name or type(plugin).__name__
-        cls = type(plugin).__name__
-        where = f"plugin {label!r}" + (f" ({cls})" if cls not in label else "") + (f" from {origin}" if origin else "")
+        cls = type(plugin).__name__  # names a user's object (the module) whose identity does not say what it is
+        where = f"plugin {label!r}" + (f" (from {origin})" if origin else f" ({cls})" if cls not in label else "")
+        # A plugin that came from an installed distribution can be switched off without touching code.
+        hint = " " + switch_off_hint(label, origin.rsplit(" ", 1)[0]) if origin and name else ""
         if datamodule:
             self._datamodules.add(id(plugin))
         try:
@@ -78,15 +81,15 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
                               "An implementation may take any subset of the spec's arguments, by name; "
-                              "`ember hooks` lists every hook and its arguments.") from exc
+                              f"`ember hooks` lists every hook and its arguments.{hint}") from exc
         except ValueError as exc:
-            raise PluginError(f"{where} cannot be registered: {exc}") from exc
+            raise PluginError(f"{where} cannot be registered: {exc}{hint}") from exc
         if registered is None:
             return None
         if origin:
             self.origins[registered] = origin
         try:
-            self._check_names(plugin, where)
+            self._check_names(plugin, where, hint)
         except Exception:
             self.unregister(plugin)
             raise
@@ -117,22 +120,33 @@ class PluginManager(pluggy.PluginManager):
                         f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
         return ""
 
-    def _check_names(self, plugin: Any, where: str) -> None:
-        known = {name for name, caller in vars(self.hook).items()
-                 if isinstance(caller, pluggy.HookCaller) and caller.spec is not None}
+    def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
+        known = {name for name, caller in vars(self.hook).items() if getattr(caller, "spec", None) is not None}
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
                 if impl.optionalhook:
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
-                                  f"{suggest(caller.name, known)} `ember hooks` lists them.")
+                                  f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
         for attr in dir(type(plugin)):
             if attr.startswith("on_") and attr not in known:
                 close = suggest(attr, EVENT_HOOKS)
                 if close:
                     warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
                                   f"called.{close}", EmberWarning, stacklevel=4)
+
+    def plugin_of_traceback(self, exc: BaseException) -> str | None:
+        """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
+        owners = {id(p): n for n, p in self.list_name_plugin() if n is not None}
+        found = None
+        tb = exc.__traceback__
+        while tb is not None:
+            owner = tb.tb_frame.f_locals.get("self")
+            if owner is not None and id(owner) in owners:
+                found = owners[id(owner)]
+            tb = tb.tb_next
+        return found
 
     # -- the per-run hook table ------------------------------------------------------------------------
     def subscribe(self, listener: Callable[[], None]) -> None:

@@ -6,8 +6,9 @@ hook's name (no marker needed for event hooks). An implementation takes any subs
 by name. Return values are ignored unless the spec says otherwise.
 
 Order between implementations: the Trainer's ``plugins`` and then its ``callbacks``, each in the order
-given, then autoloaded plugins, then the module, then the DataModule (which runs first for ``prepare_data``,
-``setup`` and ``teardown``); ``tryfirst``/``trylast`` move an implementation to the front or back.
+given, then always-on plugins by identity, then the module, the DataModule (which runs first for
+``prepare_data``, ``setup`` and ``teardown``) and the role plugins; ``tryfirst``/``trylast`` move an
+implementation to the front or back. The order never depends on the order packages were installed in.
 
 One ``fit`` drives the events in this order (``*`` marks a per-micro-batch event, ``+`` a per-optimizer-step
 event)::
