@@ -123,8 +123,10 @@ def scratch_dir() -> Iterator[str]:
 
 
 def ember_run(workload: Workload, clock: Clock, defaults: bool, device: str = "cpu",
-              net: torch.nn.Module | None = None, **trainer_args: Any) -> float:
-    model = EmberTask(workload, log_steps=defaults, net=net)
+              net: torch.nn.Module | None = None, log_steps: bool | None = None, **trainer_args: Any) -> float:
+    """One run; ``defaults`` chooses the Trainer's defaults or everything off (``trainer_args`` override
+    either), and whether the module logs its loss every step unless ``log_steps`` says."""
+    model = EmberTask(workload, log_steps=defaults if log_steps is None else log_steps, net=net)
     train, val = workload.make_data()
     with scratch_dir() as root:
         args = {"max_epochs": workload.epochs, "accelerator": device.split(":")[0], "default_root_dir": root}
