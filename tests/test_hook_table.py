@@ -160,11 +160,98 @@ def test_noop_fallback_alone_is_skipped_but_seen_under_monitoring() -> None:
     assert table.unscale_gradients is None
 
 
-def test_wrapped_hooks_go_through_pluggy() -> None:
-    class Wraps:
+def _wrapper_plugins(case: str, log: list[str]) -> list[Any]:
+    """Plugins for one wrapper scenario; ``log`` records what ran, in order."""
+
+    class Answer:
+        @ember.hookimpl
+        def optimizer_step(self, optimizer: Any) -> Any:
+            log.append("answer")
+            if case == "inner raises" or case == "wrapper swallows":
+                raise ValueError("inner")
+            return optimizer
+
+    class Outer:
         @ember.hookimpl(wrapper=True)
         def optimizer_step(self) -> Any:
-            return (yield)
+            log.append("outer before")
+            try:
+                result = yield
+            except ValueError as exc:
+                log.append(f"outer saw {exc}")
+                if case == "wrapper swallows":
+                    return "replaced"
+                raise
+            finally:
+                log.append("outer after")
+            return f"outer({result})"
+
+    class Inner:
+        @ember.hookimpl(wrapper=True, tryfirst=False)
+        def optimizer_step(self, trainer: Any) -> Any:
+            log.append("inner before")
+            if case == "setup raises":
+                raise ValueError("setup")
+            if case == "no yield":
+                return "never"
+            result = yield
+            log.append("inner after")
+            return f"inner({result})"
+
+    class First:
+        @ember.hookimpl(wrapper=True, tryfirst=True)
+        def optimizer_step(self) -> Any:
+            log.append("first before")
+            result = yield
+            log.append("first after")
+            return result
+
+    plugins: list[Any] = [Answer(), Inner(), Outer()]
+    if case == "three wrappers":
+        plugins.append(First())
+    if case == "no yield":
+        plugins = [Answer(), Inner()]
+    return plugins
+
+
+@pytest.mark.parametrize("case", ["plain", "three wrappers", "inner raises", "wrapper swallows", "setup raises",
+                                  "no yield"])
+def test_wrapped_call_matches_pluggy(case: str) -> None:
+    outcomes = []
+    for use_table in (False, True):
+        log: list[str] = []
+        pm = _pm(*_wrapper_plugins(case, log))
+        hook = HookTable(pm).optimizer_step if use_table else pm.hook.optimizer_step
+        if use_table:
+            assert not isinstance(hook, pluggy.HookCaller)
+        try:
+            outcome: Any = ("returned", hook(trainer="t", module="m", optimizer="opt"))
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
+            outcome = ("raised", type(exc).__name__, str(exc).split(" wrap_controller")[0][:40])
+        outcomes.append((outcome, log))
+    assert outcomes[1] == outcomes[0]
+
+
+def test_wrapped_event_hook_receives_the_list_of_answers() -> None:
+    seen: list[Any] = []
+
+    class Wrap:
+        @ember.hookimpl(wrapper=True)
+        def on_train_batch_start(self) -> Any:
+            answers = yield
+            seen.append(list(answers))
+            return answers + ["wrapped"]
+
+    got = HookTable(_pm(Event(-1, []), Event(None, []), Wrap())).on_train_batch_start(
+        trainer=None, module=None, batch=None, batch_idx=0)
+    assert seen == [[-1]] and got == [-1, "wrapped"]
+
+
+def test_old_style_hookwrappers_go_through_pluggy() -> None:
+    class Wraps:
+        @ember.hookimpl(hookwrapper=True)
+        def optimizer_step(self) -> Any:
+            yield
 
     pm = _pm(Defaults(), Wraps())
     assert isinstance(HookTable(pm).optimizer_step, pluggy.HookCaller)

@@ -221,9 +221,10 @@ class HookTable:
 
     A hook with no implementation is ``None`` here, so the loop skips it for the price of an attribute test:
     an unimplemented hook costs nothing. So is a hook answered only by a no-op fallback of ``core.defaults``
-    (one marked with :func:`noop_fallback`). A hook whose implementations are all plain (no wrappers) is
-    called through a small function compiled for exactly those implementations (see :func:`compile_call`),
-    which does what pluggy's ``_multicall`` does, without its per-call bookkeeping. While hook-call monitoring
+    (one marked with :func:`noop_fallback`). Every other hook is called through a small function compiled
+    for exactly its implementations (see :func:`compile_call`), which does what pluggy's ``_multicall`` does,
+    wrappers included, without its per-call bookkeeping (old-style ``hookwrapper`` implementations, rare,
+    keep the hook on pluggy's path). While hook-call monitoring
     (tracing, recorders, profilers) is on, every implemented hook goes through pluggy instead, and the no-op
     fallbacks are called like any other implementation, so a trace shows every call the contract makes.
 
@@ -254,7 +255,7 @@ class HookTable:
         impls = caller.get_hookimpls()
         if not impls or (fast and all(getattr(i.function, NOOP_MARK, False) for i in impls)):
             return None
-        if fast and caller.spec is not None and not any(i.wrapper or i.hookwrapper for i in impls):
+        if fast and caller.spec is not None and not any(i.hookwrapper for i in impls):
             return compile_call(caller, impls)
         return caller
 
@@ -269,10 +270,12 @@ def noop_fallback(function: Callable[..., Any]) -> Callable[..., Any]:
     setattr(function, NOOP_MARK, True)
     return function
 def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., Any]:
-    """A function that calls ``impls`` (plain implementations, no wrappers) the way pluggy's ``_multicall``
-    would: last registered first, each with the arguments it names (parameters with a default only when the
-    call passes them), stopping at the first non-None answer of a ``firstresult`` hook, else returning the
-    list of non-None answers.
+    """A function that calls ``impls`` the way pluggy's ``_multicall`` would, for hooks without old-style
+    ``hookwrapper`` implementations: new-style wrappers (``wrapper=True``) first, outermost first, each run up
+    to its ``yield``; then the plain implementations, last registered first, each with the arguments it names
+    (parameters with a default only when the call passes them), stopping at the first non-None answer of a
+    ``firstresult`` hook, else collecting the non-None answers in a list; then the wrappers' code after the
+    ``yield``, innermost first, each receiving the result (or the exception) and able to replace it.
 
     Its signature is the spec's, keyword-only, so a call binds its arguments without building a dict; an
     argument that no implementation needs may be left out, one that an implementation needs may not, and a
@@ -293,34 +296,41 @@ def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., A
             params.append(f"{a}=_MISSING")
         else:
             params.append(f"{a}=None")
-    namespace: dict[str, Any] = {"_MISSING": _MISSING}
-    body = []
-    ordered = list(reversed(impls))
-    for i, impl in enumerate(ordered):
+    namespace: dict[str, Any] = {"_MISSING": _MISSING, "_start": _start_wrapper, "_unwind": _unwind_wrappers}
+    ordered = list(reversed(impls))  # the order pluggy calls them in: wrappers (outermost first), then plain
+    wrappers = [impl for impl in ordered if impl.wrapper]
+    plain = [impl for impl in ordered if not impl.wrapper]
+
+    def call(impl: Any, i: int) -> str:
         fn = f"_f{i}"
         namespace[fn] = impl.function
-        args = [a for a in impl.argnames]
         kw = [a for a in (impl.kwargnames or ()) if a in spec_args]
-        call_args = ", ".join(args + [f"{a}={a}" for a in kw if a in required])
+        args = ", ".join(list(impl.argnames) + [f"{a}={a}" for a in kw if a in required])
         maybe = [a for a in kw if a not in required]
         if maybe:
-            extra = ", ".join(f"({a!r}, {a})" for a in maybe)
-            call_args = (call_args + ", " if call_args else "") + \
-                f"**{{_k: _v for _k, _v in ({extra},) if _v is not _MISSING}}"
-        expr = f"{fn}({call_args})"
-        if firstresult:
-            if i == len(ordered) - 1:
-                body.append(f"    return {expr}")
-            else:
-                body += [f"    _r = {expr}", "    if _r is not None:", "        return _r"]
-        elif len(ordered) == 1:
-            body += [f"    _r = {expr}", "    return [] if _r is None else [_r]"]
-        else:
-            if i == 0:
-                body.append("    _results = []")
-            body += [f"    _r = {expr}", "    if _r is not None:", "        _results.append(_r)"]
-            if i == len(ordered) - 1:
-                body.append("    return _results")
+            pairs = ", ".join(f"({a!r}, {a})" for a in maybe)
+            args = (args + ", " if args else "") + f"**{{_k: _v for _k, _v in ({pairs},) if _v is not _MISSING}}"
+        return f"{fn}({args})"
+
+    calls = [call(impl, i) for i, impl in enumerate(plain, start=len(wrappers))]
+    inner: list[str] = []  # the plain implementations, leaving their answer in _r
+    if firstresult:
+        inner.append(f"_r = {calls[0]}" if calls else "_r = None")
+        for expr in calls[1:]:
+            inner += ["if _r is None:", f"    _r = {expr}"]
+    else:
+        inner.append("_r = []")
+        for expr in calls:
+            inner += [f"_v = {expr}", "if _v is not None:", "    _r.append(_v)"]
+    if not wrappers:
+        body = [f"    {line}" for line in inner] + ["    return _r"]
+    else:
+        body = ["    _teardowns = []", "    try:"]
+        for i, impl in enumerate(wrappers):
+            body += [f"        _g = {call(impl, i)}", "        _start(_g)", "        _teardowns.append(_g)"]
+        body += [f"        {line}" for line in inner]
+        body += ["    except BaseException as _e:", "        return _unwind(_teardowns, None, _e)",
+                 "    return _unwind(_teardowns, _r, None)"]
     source = f"def {caller.name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n"
     code = _compiled.get(source)
     if code is None:
@@ -330,3 +340,45 @@ def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., A
     function.__doc__ = source
     function.__qualname__ = f"HookTable.{caller.name}"
     return function
+
+
+def _wrapfail(wrapper: Any, message: str) -> RuntimeError:
+    code = wrapper.gi_code
+    return RuntimeError(f"wrap_controller at {code.co_name!r} {code.co_filename}:{code.co_firstlineno} {message}")
+
+
+def _start_wrapper(wrapper: Any) -> None:
+    """Run a new-style wrapper up to its ``yield``."""
+    try:
+        next(wrapper)
+    except StopIteration:
+        raise _wrapfail(wrapper, "did not yield") from None
+
+
+def _unwind_wrappers(teardowns: list[Any], result: Any, exception: BaseException | None) -> Any:
+    """Run the wrappers' code after their ``yield``, innermost first, as pluggy's ``_multicall`` does: each
+    receives the result (``send``) or the exception (``throw``) and may replace either."""
+    for teardown in reversed(teardowns):
+        try:
+            if exception is not None:
+                try:
+                    teardown.throw(exception)
+                except RuntimeError as error:
+                    # a StopIteration raised into a generator comes out as a RuntimeError caused by it
+                    if isinstance(exception, StopIteration) and error.__cause__ is exception:
+                        teardown.close()
+                        continue
+                    raise
+            else:
+                teardown.send(result)
+            teardown.close()
+        except StopIteration as stop:
+            result, exception = stop.value, None
+            continue
+        except BaseException as error:
+            exception = error
+            continue
+        raise _wrapfail(teardown, "has second yield")
+    if exception is not None:
+        raise exception
+    return result
