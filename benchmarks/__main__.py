@@ -86,8 +86,18 @@ def main(argv: list[str] | None = None) -> None:
         g = gpu_group(harness.CLOCKS["wall"], repeats, gpu_loops, steps=20 if args.quick else 50)
         if g is not None:
             groups.append(g)
+    calls = {}
+    if "steps" in args.only and "tiny" in args.workloads:
+        note("[calls] ")
+        calls = calls_per_step(loops, clock)
+        results["calls_per_step"] = calls
+        note("\n")
     print(file=out)
     print(harness.format_table(groups), file=out)
+    if calls:
+        raw = calls.pop("raw")
+        print(f"Python calls per training step (exact, cProfile; tiny MLP, marginal per step): raw {raw:.1f}; "
+              + ", ".join(f"{loop} +{n - raw:.1f}" for loop, n in calls.items()), file=out)
     if "gpu" in args.only and not torch.cuda.is_available():
         print("GPU: skipped (no CUDA device)", file=out)
     for g in groups:
@@ -100,6 +110,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
+
+
+def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
+    """Function calls per training step of each loop: the difference between a 400-step and a 200-step run
+    of the tiny MLP, so that set-up is not counted."""
+    short, long = workloads.tiny(steps=200), workloads.tiny(steps=400)
+    out = {}
+    for loop in ["raw", *loops]:
+        frameworks.build(loop, short, clock)()  # warm-up: first-run imports and caches are not per step
+        n_short = harness.count_calls(frameworks.build(loop, short, clock))
+        n_long = harness.count_calls(frameworks.build(loop, long, clock))
+        out[loop] = (n_long - n_short) / (long.steps() - short.steps())
+    return out
 
 
 def _workload(key: str, quick: bool) -> workloads.Workload:
