@@ -77,6 +77,11 @@ def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise _fail("gradient_clip_val", value, "expected a number >= 0 or None")
 
 
+def _bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True or False")
+
+
 def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not all(isinstance(v, str) for v in value):
         raise _fail(attribute.name, value, "expected a list of plugin identities (strings)")
@@ -105,6 +110,7 @@ class TrainerConfig:
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
     precision: Any = attrs.field(default="32-true", converter=_precision)
+    checkpoint_io: Any = "torch"
     callbacks: tuple = attrs.field(default=(), converter=_tuple)
     plugins: tuple = attrs.field(default=(), converter=_tuple)
     max_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("max_epochs", -1, True))
@@ -129,6 +135,7 @@ class TrainerConfig:
     inference_mode: bool = True
     default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
     log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
+    enable_checkpointing: bool = attrs.field(default=True, validator=_bool)
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
 

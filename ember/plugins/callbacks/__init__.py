@@ -1,0 +1,1 @@
+"""Callbacks: plugins that act on the loop's events (``callback.model-checkpoint``, ...)."""
