@@ -87,46 +87,51 @@ class FitProgress:
 # Plain data
 # ---------------------------------------------------------------------------------------------------------
 
-_ATOMS = (str, bytes, int, float, bool, complex, type(None), torch.dtype, torch.device, torch.Tensor)
+_SCALARS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_TORCH_ATOMS = (torch.Tensor, torch.dtype, torch.device)
+_SEQUENCES = frozenset({list, tuple, set, frozenset, torch.Size})
 
 
-def find_unplain(obj: Any, where: str = "checkpoint") -> str | None:
-    """The first place in ``obj`` that ``torch.load(weights_only=True)`` could not rebuild, or None."""
-    if isinstance(obj, _ATOMS):
-        return None
-    if isinstance(obj, dict):
-        if type(obj) not in (dict, OrderedDict):
-            return f"{where} (a {type(obj).__name__}, not a dict)"
+class NotPlain(Exception):
+    """A value ``torch.load(weights_only=True)`` could not rebuild; ``args[0]`` says where it sits."""
+
+
+def make_plain(obj: Any, where: str = "checkpoint") -> Any:
+    """``obj`` with NumPy scalars turned into Python numbers (same values), or NotPlain naming the first value a
+    weights-only load could not rebuild. Containers are copied only where something changed."""
+    kind = type(obj)
+    if kind in _SCALARS or isinstance(obj, _TORCH_ATOMS):
+        return obj
+    if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
+        return obj.item()
+    if kind in (dict, OrderedDict):
+        items = {}
+        changed = False
         for key, value in obj.items():
-            if not isinstance(key, (str, int, float, bool, type(None))):
-                return f"{where} (the key {key!r} of type {type(key).__name__})"
-            found = find_unplain(value, f"{where}[{key!r}]")
-            if found:
-                return found
-        return None
-    if type(obj) in (list, tuple, set, frozenset, torch.Size):
-        for i, value in enumerate(obj):
-            found = find_unplain(value, f"{where}[{i}]")
-            if found:
-                return found
-        return None
-    return f"{where} (a {type(obj).__module__}.{type(obj).__qualname__})"
+            if type(key) not in _SCALARS:
+                raise NotPlain(f"{where} (the key {key!r}, a {type(key).__name__})")
+            new = make_plain(value, f"{where}[{key!r}]")
+            changed = changed or new is not value
+            items[key] = new
+        if not changed:
+            return obj
+        copy = kind(items)
+        if kind is OrderedDict:
+            copy.__dict__.update(vars(obj))  # a state_dict's _metadata
+        return copy
+    if kind in _SEQUENCES:
+        values = [make_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        if all(new is old for new, old in zip(values, obj, strict=True)):
+            return obj
+        return values if kind is list else kind(values)
+    raise NotPlain(f"{where} (a {kind.__module__}.{kind.__qualname__})")
 
 
 def _plain_value(value: Any) -> tuple[bool, Any]:
-    if isinstance(value, _ATOMS):
-        return True, value
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and callable(item):
-        return True, item()
-    if isinstance(value, (list, tuple)):
-        parts = [_plain_value(v) for v in value]
-        return all(ok for ok, _ in parts), type(value)(v for _, v in parts) if isinstance(value, tuple) \
-            else [v for _, v in parts]
-    if isinstance(value, Mapping):
-        parts_d = {k: _plain_value(v) for k, v in value.items()}
-        return all(ok for ok, _ in parts_d.values()), {k: v for k, (_, v) in parts_d.items()}
-    return False, value
+    try:
+        return True, make_plain(value)
+    except NotPlain:
+        return False, value
 
 
 def plain_hparams(module: Any, warned: set[str] | None = None) -> dict[str, Any]:
@@ -196,8 +201,10 @@ def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> d
             raise CheckpointError(f"{path} is a PyTorch Lightning checkpoint, which cannot resume an ember run. Load "
                                   "its weights with YourModule.load_from_checkpoint(path) and start a new fit.")
         if checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
-            raise CheckpointError(f"{path} is not an ember checkpoint but a bare state_dict of {len(checkpoint)} "
-                                  "tensors; load it with model.load_state_dict(torch.load(path, weights_only=True)).")
+            n = len(checkpoint)
+            raise CheckpointError(f"{path} is not an ember checkpoint but a bare state_dict of {n} "
+                                  f"tensor{'s' if n != 1 else ''}; load it with "
+                                  "model.load_state_dict(torch.load(path, weights_only=True)).")
         keys = ", ".join(sorted(map(str, checkpoint))[:8]) or "none"
         raise CheckpointError(f"{path} is not an ember checkpoint: it has no 'format_version' entry (its keys: "
                               f"{keys}).")
@@ -416,13 +423,13 @@ class Checkpointing:
                     hook.remove_checkpoint(trainer=t, path=path)
                     continue
                 if weights_only not in built:
-                    built[weights_only] = self.build(weights_only, batch_idx)
-                    bad = find_unplain(built[weights_only])
-                    if bad:
+                    try:
+                        built[weights_only] = make_plain(self.build(weights_only, batch_idx))
+                    except NotPlain as exc:
                         raise CheckpointError(
-                            f"cannot write {path}: {bad} is not something torch.load(weights_only=True) can read "
+                            f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
                             "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
-                            "convert the value in the on_save_checkpoint hook or state_dict() that stores it.")
+                            "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
                 if hook.save_checkpoint(trainer=t, checkpoint=built[weights_only], path=path) is None:
                     raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
                                              "one with Trainer(checkpoint_io='torch').")

@@ -6,8 +6,9 @@ directory is fsynced so the rename itself survives a power loss. A crash at any 
 file or the new one at the destination, never a mix; a temporary file left by a killed process is removed by
 the next save to the same destination.
 
-Reads use ``torch.load(weights_only=True)`` unless the caller opts out, and turn every way a file can be
-wrong (missing, empty, truncated, random bytes, a bare pickle, unsafe objects, damaged data) into a
+Reads accept torch's zip format only, use ``torch.load(weights_only=True)`` unless the caller opts out, and
+turn every way a file can be wrong (missing, empty, truncated, random bytes, a bare pickle, torch's legacy
+format, unsafe objects, damaged data) into a
 :class:`ember.CheckpointError` that names the file and the problem. No code in the file runs.
 """
 
@@ -117,13 +118,15 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
             raise CheckpointError(f"{path} is truncated: it starts like a torch checkpoint (a zip archive) but its "
                                   f"end-of-archive record is missing ({size} bytes). The file was cut short, e.g. "
                                   "copied or written incompletely; use an earlier checkpoint.")
-    elif head != _LEGACY_MAGIC:
+    elif head == _LEGACY_MAGIC:
+        raise CheckpointError(f"{path} is in torch's legacy (pre-1.6) file format, which ember does not read: load "
+                              "it with torch.load and save it again with torch.save.")
+    else:
         if head[:1] == b"\x80":
             raise CheckpointError(f"{path} is a bare pickle file, not a torch checkpoint. Ember does not unpickle "
                                   "arbitrary files: unpickling can run code.")
-        raise CheckpointError(f"{path} is not a checkpoint: it is neither a torch zip archive nor a legacy torch "
-                              f"file (it starts with the bytes {head.hex(' ')}). It is damaged or another kind of "
-                              "file.")
+        raise CheckpointError(f"{path} is not a checkpoint: it is not a torch zip archive (it starts with the bytes "
+                              f"{head.hex(' ')}). It is damaged or another kind of file.")
     try:
         return torch.load(path, map_location="cpu", weights_only=weights_only)
     except pickle.UnpicklingError as exc:
