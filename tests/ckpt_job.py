@@ -120,6 +120,7 @@ def run(out: str, precision: str = "32-true", kill: str | None = None, at: int =
     plugins = [Killer(kill, at, signum)] if kill else []
     trainer = ember.Trainer(max_epochs=max_epochs, precision=precision, accumulate_grad_batches=2,
                             callbacks=callbacks, plugins=plugins, default_root_dir=out, num_sanity_val_steps=1,
+                            logger=False, enable_progress_bar=False, enable_model_summary=False,
                             val_check_interval=4, log_every_n_steps=1)
     trainer.fit(model, train, val, ckpt_path="last" if resume else None)
     return {"module": model.state_dict(), "optimizer": trainer.optimizers[0].state_dict(),

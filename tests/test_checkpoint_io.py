@@ -18,6 +18,10 @@ from ember.testing import TinyClassifier, tiny_loaders
 
 MARKER_ENV = "EMBER_TEST_MARKER"
 
+#: No progress bar, model summary or logger files: only what the test is about.
+QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+
+
 
 def _touch_marker() -> None:  # what a malicious pickle would run
     Path(os.environ[MARKER_ENV]).write_text("code ran")
@@ -38,7 +42,7 @@ def marker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def good(tmp_path: Path) -> Path:
     """A real checkpoint of a short fit."""
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET,
                             enable_checkpointing=False)
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     path = tmp_path / "good.ckpt"
@@ -47,7 +51,7 @@ def good(tmp_path: Path) -> Path:
 
 
 def fit_from(path: Path, tmp_path: Path, **kwargs: Any) -> ember.Trainer:
-    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET,
                             enable_checkpointing=False)
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16), ckpt_path=str(path), **kwargs)
     return trainer
@@ -220,7 +224,7 @@ def test_state_that_weights_only_could_not_read_back_fails_at_save_time(tmp_path
         def on_save_checkpoint(self, checkpoint: dict) -> None:
             checkpoint["plugins"][self.identity] = {"rows": [1, 2], "table": Table()}
 
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET,
                             callbacks=[Stateful()], enable_checkpointing=False)
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     with pytest.raises(ember.CheckpointError, match=r"checkpoint\['plugins'\]\['callback.stateful'\]\['table'\] "
@@ -240,7 +244,7 @@ def test_storage_plugin_is_a_selectable_role(tmp_path: Path) -> None:
             writes.append(os.path.basename(path))
             return super().save_checkpoint(trainer, checkpoint, path)
 
-    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET,
                             checkpoint_io=Recording())
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     assert trainer.role_identities["checkpoint_io"] == "checkpoint_io.recording"

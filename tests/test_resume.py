@@ -16,6 +16,10 @@ from ember.core.resumable_data import ResumableIndexSampler, TrainData
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
+#: No progress bar, model summary or logger files: only what the test is about.
+QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+
+
 
 class Noisy(TensorDataset):
     """Random augmentation from three generators; counts loaded items."""
@@ -62,7 +66,7 @@ def train(tmp_path: Path, data: Any = None, plugins: tuple = (), epochs: int = 3
     ember.seed_everything(7)
     model = Dropout()
     data = data if data is not None else Noisy()
-    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), **QUIET,
                             enable_checkpointing=False, plugins=list(plugins), **kwargs)
     trainer.fit(model, make_loader(data), ckpt_path=ckpt)
     return trainer, model, data
@@ -138,7 +142,7 @@ def test_batch_size_none_and_epoch_metrics_survive_a_resume(tmp_path: Path) -> N
 
     def run(root: Path, **kwargs: Any) -> ember.Trainer:
         ember.seed_everything(1)
-        trainer = ember.Trainer(max_epochs=2, default_root_dir=str(root), num_sanity_val_steps=0,
+        trainer = ember.Trainer(max_epochs=2, default_root_dir=str(root), **QUIET,
                                 enable_checkpointing=False, **kwargs)
         trainer.fit(Logs(), per_item(Noisy(12)), ckpt_path=kwargs.pop("ckpt", None))
         return trainer
@@ -149,7 +153,7 @@ def test_batch_size_none_and_epoch_metrics_survive_a_resume(tmp_path: Path) -> N
     with pytest.raises(RuntimeError):
         run(crashed, plugins=[SaveAt(crashed, {17}, stop_after=18)])
     ember.seed_everything(1)
-    resumed = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    resumed = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET,
                             enable_checkpointing=False)
     resumed.fit(Logs(), per_item(Noisy(12)), ckpt_path=str(crashed / "b17.ckpt"))
     # The epoch mean covers the 5 batches before the checkpoint too.
@@ -180,7 +184,7 @@ def test_fit_matches_a_plain_pytorch_loop_bitwise(tmp_path: Path) -> None:
     ember.seed_everything(11)
     model = Dropout()
     data = Noisy()
-    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), num_sanity_val_steps=0)
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET)
     trainer.fit(model, loader(data))
 
     ember.seed_everything(11)
@@ -269,7 +273,7 @@ def test_saves_during_training_wait_for_the_safe_point(tmp_path: Path) -> None:
         def on_validation_end(self, trainer: Any) -> None:
             seen.setdefault("validation", (tmp_path / "x.ckpt").exists())
 
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET,
                             callbacks=[Saver()], val_check_interval=3, enable_checkpointing=False)
     trainer.fit(TinyClassifier(), *[DataLoader(tiny_dataset(40), batch_size=4)] * 2)
     assert seen == {"during": False, "validation": False}  # written after the batch's validation
@@ -291,7 +295,7 @@ def test_checkpoint_contents_and_weights_only_export(tmp_path: Path) -> None:
             checkpoint["module_note"] = "hello"
 
     model = HP(hidden=7, lr=np.float64(0.5))
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), num_sanity_val_steps=0,
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET,
                             precision="16-mixed", enable_checkpointing=False)
     trainer.fit(model, DataLoader(tiny_dataset(16), batch_size=4))
     with pytest.warns(ember.EmberWarning, match=r"hyperparameter 'act' \(type\) is not plain data"):
@@ -308,7 +312,7 @@ def test_checkpoint_contents_and_weights_only_export(tmp_path: Path) -> None:
     assert loaded.net[0].out_features == 7 and loaded.hparams.lr == 0.25
     assert equal_states(loaded.state_dict(), model.state_dict())
     with pytest.raises(ember.CheckpointError, match=r"weights\.ckpt holds weights only.*cannot resume a fit"):
-        ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path)).fit(
+        ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET).fit(
             HP(hidden=7), DataLoader(tiny_dataset(16), batch_size=4), ckpt_path=str(tmp_path / "weights.ckpt"))
     with pytest.raises(ember.CheckpointError, match=r"could not build HP\(\*\*\['bogus', 'hidden', 'lr'\]\)"):
         HP.load_from_checkpoint(tmp_path / "weights.ckpt", bogus=1)
@@ -337,5 +341,5 @@ def test_optimizer_mismatch_fails_clearly(tmp_path: Path) -> None:
             return [torch.optim.SGD(self.parameters(), lr=0.1), torch.optim.SGD(self.parameters(), lr=0.1)]
 
     with pytest.raises(ember.CheckpointError, match=r"a\.ckpt holds 1 optimizer state\(s\), but this run has 2"):
-        ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), enable_checkpointing=False).fit(
+        ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET).fit(
             TwoOpts(), loader(Noisy()), ckpt_path=str(tmp_path / "a.ckpt"))

@@ -17,6 +17,10 @@ from ember.core.signals import SignalExit, exit_code, request_stop
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
+#: No progress bar, model summary or logger files: only what the test is about.
+QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+
+
 
 class SendAt:
     """Sends a signal to this process (or calls a function) before the given global batch."""
@@ -31,7 +35,7 @@ class SendAt:
 
 
 def make(tmp_path: Path, *plugins: Any, **kwargs: Any) -> ember.Trainer:
-    args = {"max_epochs": 3, "default_root_dir": str(tmp_path), "num_sanity_val_steps": 0, **kwargs}
+    args = {"max_epochs": 3, "default_root_dir": str(tmp_path), **QUIET, **kwargs}
     return ember.Trainer(plugins=list(plugins), **args)
 
 

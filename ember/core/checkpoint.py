@@ -280,27 +280,6 @@ def is_checkpoint_callback(plugin: Any) -> bool:
     return not isinstance(plugin, type) and hasattr(plugin, "best_model_path")
 
 
-def add_default_callback(trainer: Trainer) -> None:
-    """``enable_checkpointing=True`` with no checkpoint callback given: add ``callback.model-checkpoint`` with
-    its defaults (``last.ckpt`` and the newest epoch under ``default_root_dir/checkpoints``)."""
-    given = [p for _, p in trainer.extra_plugins if is_checkpoint_callback(p)]
-    if not trainer.config.enable_checkpointing:
-        if given:
-            raise ConfigurationError(f"Trainer(enable_checkpointing=False) conflicts with the checkpoint callback "
-                                     f"{type(given[0]).__name__} in callbacks/plugins; remove one of them.")
-        return
-    identity = "callback.model-checkpoint"
-    if given or identity in trainer.blocked:
-        return
-    try:
-        info = trainer.discovery.lookup("callback", "model-checkpoint")
-    except Exception as exc:  # not installed: a checkpoint-less run, as with enable_checkpointing=False
-        log.warning("enable_checkpointing=True, but the default checkpoint callback is unavailable (%s)", exc)
-        return
-    trainer.extra_plugins.append((info.identity, info.load()))
-    trainer.plugin_manager.origins[info.identity] = info.dist
-
-
 class Checkpointing:
     """The trainer's checkpoint work: building, writing, restoring, resuming, stopping on a signal."""
 

@@ -367,10 +367,11 @@ def _number(value: Any) -> float:
 
 def _format(template: str, metrics: dict[str, Any], insert_names: bool, equals: str) -> str:
     """Fill ``{name}`` / ``{name:fmt}`` fields; names may contain dots and slashes (``{val/loss:.2f}``)."""
-    values = {k: (v.item() if isinstance(v, torch.Tensor) and v.numel() == 1 else v) for k, v in metrics.items()}
     names = sorted(set(re.findall(r"\{([^{}:]+)(?::[^{}]*)?\}", template)), key=len, reverse=True)
-    for name in names:
-        values.setdefault(name, 0)
+    values = {}
+    for name in names:  # read to the host only the values the name uses
+        value = metrics.get(name, 0)
+        values[name] = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
         pattern = re.compile(r"\{" + re.escape(name) + r"(:[^{}]*)?\}")
         prefix = f"{name}{equals}" if insert_names else ""
         template = pattern.sub(lambda m, p=prefix, n=name: p + "{0[" + n + "]" + (m.group(1) or "") + "}", template)
