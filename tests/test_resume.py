@@ -343,3 +343,25 @@ def test_optimizer_mismatch_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(ember.CheckpointError, match=r"a\.ckpt holds 1 optimizer state\(s\), but this run has 2"):
         ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET).fit(
             TwoOpts(), loader(Noisy()), ckpt_path=str(tmp_path / "a.ckpt"))
+
+
+class PerItem(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return self(batch[0].unsqueeze(0)).sum()
+
+
+def test_set_epoch_reaches_the_sampler_in_both_loader_modes(tmp_path: Path) -> None:
+    class Counting(torch.utils.data.RandomSampler):
+        def __init__(self, data: Any) -> None:
+            super().__init__(data)
+            self.epochs: list[int] = []
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epochs.append(epoch)
+
+    for batch_size in (4, None):
+        sampler = Counting(tiny_dataset(8))
+        trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+        model = TinyClassifier() if batch_size else PerItem()
+        trainer.fit(model, DataLoader(tiny_dataset(8), batch_size=batch_size, sampler=sampler))
+        assert sorted(set(sampler.epochs)) == [0, 1]

@@ -57,6 +57,12 @@ class ResumableIndexSampler(Sampler):
     def __len__(self) -> int:
         return len(self.inner)
 
+    def set_epoch(self, epoch: int) -> None:
+        """Passed on (a ``DistributedSampler`` used with ``batch_size=None`` needs it)."""
+        set_epoch = getattr(self.inner, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
     def resume(self, order_state: dict[str, Any], skip: int, after: dict[str, Any]) -> None:
         """Make the next iteration draw the order from ``order_state``, skip ``skip`` items, then restore
         ``after`` before yielding the first one."""
