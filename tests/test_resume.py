@@ -365,3 +365,58 @@ def test_set_epoch_reaches_the_sampler_in_both_loader_modes(tmp_path: Path) -> N
         model = TinyClassifier() if batch_size else PerItem()
         trainer.fit(model, DataLoader(tiny_dataset(8), batch_size=batch_size, sampler=sampler))
         assert sorted(set(sampler.epochs)) == [0, 1]
+
+
+class TwoOptimizers(Dropout):
+    """Manual optimization with two optimizers, gradients accumulated over two batches."""
+
+    automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        first, second = self.optimizers()
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        self.manual_backward(loss)
+        if batch_idx % 2 == 1:
+            (first if batch_idx % 4 == 1 else second).step()
+            first.zero_grad()
+            second.zero_grad()
+
+    def configure_optimizers(self) -> Any:
+        return [torch.optim.Adam(self.net[0].parameters(), lr=0.01), torch.optim.SGD(self.parameters(), lr=0.05)]
+
+
+class Plateau(Dropout):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+        return [opt], [{"scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(opt, patience=0, factor=0.5),
+                        "monitor": "loss"},
+                       {"scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9), "interval": "epoch"}]
+
+
+@pytest.mark.parametrize(("module", "at"), [(TwoOptimizers, 7), (Plateau, 14), (Plateau, 20)])
+def test_manual_optimization_and_epoch_schedulers_resume_exactly(tmp_path: Path, module: type, at: int) -> None:
+    def run(root: Path, plugins: tuple = (), ckpt: str | None = None) -> tuple[ember.Trainer, Any]:
+        ember.seed_everything(2)
+        model = module()
+        trainer = ember.Trainer(max_epochs=3, default_root_dir=str(root), enable_checkpointing=False,
+                                plugins=list(plugins), **QUIET)
+        trainer.fit(model, loader(Noisy()), ckpt_path=ckpt)
+        return trainer, model
+
+    ref, ref_model = run(tmp_path / "ref")
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    with pytest.raises(RuntimeError):
+        run(crashed, plugins=(SaveAt(crashed, {at}, stop_after=at + 1),))
+    resumed, model = run(tmp_path / "resumed", ckpt=str(crashed / f"b{at}.ckpt"))
+    assert equal_states(model.state_dict(), ref_model.state_dict())
+    for a, b in zip(resumed.optimizers, ref.optimizers, strict=True):
+        assert optimizer_equal(a, b)
+    for a, b in zip(resumed.lr_scheduler_configs, ref.lr_scheduler_configs, strict=True):
+        assert a.scheduler.state_dict() == b.scheduler.state_dict()
