@@ -56,7 +56,7 @@ def _phase(instance: Any, attribute: attrs.Attribute, value: str) -> None:
                               "damaged or was written by an incompatible ember.")
 
 
-@attrs.define
+@attrs.frozen
 class FitProgress:
     """The fit loop's counters, and the safe point a checkpoint was written at."""
 
@@ -163,7 +163,8 @@ def _results_state(results: Any) -> dict[str, Any]:
     if results is None:
         return out
     for key, e in results.entries.items():
-        if not e.on_epoch or callable(e.reduce_fx) or not all(isinstance(v, torch.Tensor) for v in e.values):
+        if not e.on_epoch or callable(e.reduce_fx) or getattr(e, "metric", None) is not None \
+                or not all(isinstance(v, torch.Tensor) for v in e.values):
             continue  # a callable reduction or a torchmetrics object restarts with the resumed epoch
         out[key] = {"on_step": e.on_step, "on_epoch": e.on_epoch, "prog_bar": e.prog_bar, "logger": e.logger,
                     "reduce_fx": e.reduce_fx, "sync_dist": e.sync_dist, "values": list(e.values),
