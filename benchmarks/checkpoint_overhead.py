@@ -3,7 +3,7 @@
     python benchmarks/checkpoint_overhead.py [--steps 3000] [--repeats 5]
 
 An overhead-bound model (a tiny MLP on CPU, batch 32, data already in memory) makes the loop's own cost
-visible. Rows: the raw loop; ember with checkpointing off; ember with the default checkpoint callback
+visible; the progress bar, logger and model summary are off in every ember row. Rows: the raw loop; ember with checkpointing off; ember with the default checkpoint callback
 (``last.ckpt`` and the newest epoch file at every epoch end); ember saving every 500 steps. Each ember row
 prints microseconds per step over the raw loop and the ratio. A second table times one atomic save
 (fsync included) and one load of checkpoints of a few sizes.
@@ -61,8 +61,8 @@ def raw(steps: int) -> float:
 
 def with_ember(steps: int, root: str, **kwargs: Any) -> float:
     torch.manual_seed(0)
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=root, num_sanity_val_steps=0, log_every_n_steps=10**9,
-                            **kwargs)
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=root, num_sanity_val_steps=0, logger=False,
+                            enable_progress_bar=False, enable_model_summary=False, **kwargs)
     data = loader(steps)
     model = MLP()
     start = time.perf_counter()

@@ -233,3 +233,21 @@ def test_no_per_step_hook_unless_saving_per_step() -> None:
     default = trainer.checkpoint_callback
     assert default.on_train_batch_end is None  # not registered: costs nothing per batch
     assert callable(ModelCheckpoint(every_n_train_steps=5).on_train_batch_end)
+
+
+def test_hook_order_of_a_save_at_the_epoch_boundary(tmp_path: Path) -> None:
+    from ember.testing import HookRecorder
+
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), **QUIET)
+    recorder = HookRecorder().attach(trainer)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    names = recorder.names
+    second_end = [i for i, n in enumerate(names) if n == "on_train_epoch_end"][1]
+    assert names[second_end:names.index("on_train_end")] == [
+        "on_train_epoch_end",
+        "last_checkpoint_path",  # which file goes last
+        "on_save_checkpoint",  # the checkpoint is built once ...
+        "save_checkpoint",  # ... written to epoch=1-step=4.ckpt,
+        "remove_checkpoint",  # epoch=0-step=2.ckpt leaves the top 1,
+        "save_checkpoint",  # and last.ckpt comes last
+    ]

@@ -149,7 +149,8 @@ class ModelCheckpoint:
     def setup(self, trainer: Any, stage: str) -> None:
         if not self._dirpath_given:
             self.dirpath = os.path.join(os.path.abspath(trainer.default_root_dir), "checkpoints")
-        self.dirpath = trainer.broadcast(self.dirpath)
+        if trainer.world_size > 1:  # every process writes where process 0 does
+            self.dirpath = trainer.broadcast(self.dirpath)
 
     def on_train_start(self, trainer: Any) -> None:
         self._last_time_checked = time.monotonic()
@@ -165,7 +166,8 @@ class ModelCheckpoint:
             now = time.monotonic()
             last = self._last_time_checked
             skip_time = last is None or now - last < self.train_time_interval.total_seconds()
-            skip_time = trainer.broadcast(skip_time)  # every process decides as process 0 did
+            if trainer.world_size > 1:  # every process decides as process 0 did
+                skip_time = trainer.broadcast(skip_time)
             if not skip_time:
                 self._last_time_checked = now
         if skip_batch and skip_time:
@@ -287,7 +289,9 @@ class ModelCheckpoint:
             return True
         worst = self.best_k_models[self.kth_best_model_path]
         better = current < worst if self.mode == "min" else current > worst
-        return bool(trainer.plugin_manager.hook.reduce_boolean_decision(trainer=trainer, decision=better, all=True))
+        if trainer.world_size > 1:  # all processes must agree, or their files would differ
+            better = trainer.reduce_boolean_decision(better, all=True)
+        return better
 
     def _update_and_save(self, trainer: Any, current: float, candidates: dict[str, Any]) -> None:
         k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
@@ -346,10 +350,15 @@ class ModelCheckpoint:
             # that was interrupted: the resumed run writes the same content again, so it replaces it.
             return path
         version = self.STARTING_VERSION
-        while self.enable_version_counter and path != replaceable and trainer.broadcast(os.path.exists(path)):
+        while self.enable_version_counter and path != replaceable and self._exists(trainer, path):
             path = self.format_checkpoint_name(candidates, ver=version)
             version += 1
         return path
+
+    @staticmethod
+    def _exists(trainer: Any, path: str) -> bool:
+        exists = os.path.exists(path)
+        return trainer.broadcast(exists) if trainer.world_size > 1 else exists
 
     def _newest_last(self) -> str | None:
         if self.dirpath is None or not os.path.isdir(self.dirpath):
