@@ -123,8 +123,8 @@ def test_sampler_generator_and_epoch_end_resume(tmp_path: Path) -> None:
     crashed = tmp_path / "crashed"
     crashed.mkdir()
     with pytest.raises(RuntimeError):
-        train(crashed, plugins=[SaveAt(crashed, {6, 17}, stop_after=18)], make_loader=with_generator)
-    for at in (6, 17):
+        train(crashed, plugins=[SaveAt(crashed, {6, 10, 17}, stop_after=18)], make_loader=with_generator)
+    for at in (6, 10, 17):  # 10: the epoch boundary, after the sampler's draw past the last whole batch
         _, model, _ = train(tmp_path / f"resumed{at}", ckpt=str(crashed / f"b{at}.ckpt"), make_loader=with_generator)
         assert equal_states(model.state_dict(), ref_model.state_dict())
 
@@ -420,3 +420,26 @@ def test_manual_optimization_and_epoch_schedulers_resume_exactly(tmp_path: Path,
         assert optimizer_equal(a, b)
     for a, b in zip(resumed.lr_scheduler_configs, ref.lr_scheduler_configs, strict=True):
         assert a.scheduler.state_dict() == b.scheduler.state_dict()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_resume_restores_the_gpu_generator(tmp_path: Path) -> None:
+    """Dropout on the GPU draws from the CUDA generator: a mid-epoch resume must put it back too."""
+    def run(root: Path, plugins: tuple = (), ckpt: str | None = None) -> Any:
+        ember.seed_everything(4)
+        model = Dropout()
+        trainer = ember.Trainer(max_epochs=2, default_root_dir=str(root), enable_checkpointing=False,
+                                accelerator="cuda", deterministic=True, plugins=list(plugins), **QUIET)
+        trainer.fit(model, loader(tiny_dataset(40)), ckpt_path=ckpt)
+        return model
+
+    ref = run(tmp_path / "ref")
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    with pytest.raises(RuntimeError):
+        run(crashed, plugins=(SaveAt(crashed, {7}, stop_after=9),))
+    assert "cuda" in safe_load(str(crashed / "b7.ckpt"))["rng"]
+    resumed = run(tmp_path / "resumed", ckpt=str(crashed / "b7.ckpt"))
+    assert equal_states({k: v.cpu() for k, v in resumed.state_dict().items()},
+                        {k: v.cpu() for k, v in ref.state_dict().items()})
