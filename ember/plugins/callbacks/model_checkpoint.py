@@ -147,13 +147,16 @@ class ModelCheckpoint:
 
     # -- hooks ---------------------------------------------------------------------------------------------
     def setup(self, trainer: Any, stage: str) -> None:
+        if stage == "fit":
+            self._last_time_checked = None  # set by on_train_start, or by a resume before it
         if not self._dirpath_given:
             self.dirpath = os.path.join(os.path.abspath(trainer.default_root_dir), "checkpoints")
         if trainer.world_size > 1:  # every process writes where process 0 does
             self.dirpath = trainer.broadcast(self.dirpath)
 
     def on_train_start(self, trainer: Any) -> None:
-        self._last_time_checked = time.monotonic()
+        if self._last_time_checked is None:  # a resumed run keeps the restored clock
+            self._last_time_checked = time.monotonic()
 
     @hookimpl(trylast=True)
     def on_train_batch_end(self, trainer: Any) -> None:
