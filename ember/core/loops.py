@@ -111,6 +111,7 @@ class Loops:
         if converted is not None and converted is not module:
             t.module = module = converted
         t.model = module
+        t.ckpt_path = None
         if options.get("ckpt_path"):
             self.restore(options["ckpt_path"], options.get("weights_only", True))
         if fn == "fit":
