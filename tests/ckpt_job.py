@@ -108,7 +108,16 @@ class Killer:
 def run(out: str, precision: str = "32-true", kill: str | None = None, at: int = 0, resume: bool = False,
         max_epochs: int = 3, signum: int = signal.SIGKILL) -> dict[str, Any]:
     """Train; returns the final module and optimizer states and how many items the data loaded."""
-    torch.set_num_threads(1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same arithmetic in every process
+    try:
+        return _run(out, precision, kill, at, resume, max_epochs, signum)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_epochs: int,
+         signum: int) -> dict[str, Any]:
     ember.seed_everything(0)
     model = Net()
     data = Augmented()
