@@ -145,3 +145,22 @@ def test_no_handlers_without_checkpointing_or_off_the_main_thread(tmp_path: Path
     default = signal.getsignal(signal.SIGTERM)
     assert seen[0] is default and seen[1] is default
     assert seen[2] is not default
+
+
+def test_a_stop_writes_every_last_checkpoint_and_last_reads_the_newest(tmp_path: Path) -> None:
+    from ember.plugins.callbacks import ModelCheckpoint
+
+    def callbacks() -> list[Any]:
+        return [ModelCheckpoint(dirpath=tmp_path / "epochs", save_top_k=0),
+                ModelCheckpoint(dirpath=tmp_path / "steps", every_n_train_steps=3, save_top_k=0)]
+
+    trainer = make(tmp_path, SendAt(15, lambda t: request_stop(t)), callbacks=callbacks())
+    with pytest.raises(SignalExit):
+        trainer.fit(TinyClassifier(), data())
+    epochs, steps = (safe_load(str(tmp_path / d / "last.ckpt")) for d in ("epochs", "steps"))
+    assert epochs["global_step"] == steps["global_step"] == 16  # both hold the state at the stop
+    resumed = make(tmp_path, callbacks=callbacks(), max_epochs=2)
+    ember.seed_everything(0)
+    os.utime(tmp_path / "epochs" / "last.ckpt", (1, 1))  # make the other one the newer
+    resumed.fit(TinyClassifier(), data(), ckpt_path="last")
+    assert resumed.ckpt_path == str(tmp_path / "steps" / "last.ckpt")

@@ -386,12 +386,18 @@ class Checkpointing:
         requests, self._requests = self._requests, []
         if not requests:
             return
-        t = self.trainer
-        last = t.hook.last_checkpoint_path(trainer=t)
-        last = os.path.abspath(last) if last else None
-        ordered = [r for r in requests if os.path.abspath(r[1]) != last] + \
-            [r for r in requests if os.path.abspath(r[1]) == last]
+        last = {os.path.abspath(p) for p in self.last_paths()}
+        ordered = [r for r in requests if os.path.abspath(r[1]) not in last] + \
+            [r for r in requests if os.path.abspath(r[1]) in last]
         self._write(ordered, batch_idx)
+
+    def last_paths(self) -> list[str]:
+        """The "last" checkpoints the plugins keep (``last_checkpoint_path``), or the default one."""
+        t = self.trainer
+        caller = t.hook.last_checkpoint_path if t.hook is not None else None
+        answers = caller(trainer=t) if caller is not None else []
+        paths = list(dict.fromkeys(os.fspath(p) for p in answers if p))
+        return paths or [os.path.join(t.default_root_dir, "checkpoints", "last.ckpt")]
 
     def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built once."""
@@ -435,11 +441,13 @@ class Checkpointing:
         """``"last"``, ``"best"`` or a path, as a file to read (None: ``"last"`` found nothing)."""
         t = self.trainer
         if ckpt_path == "last":
-            path = t.hook.last_checkpoint_path(trainer=t)
-            if path is None or not os.path.exists(path):
-                log.warning("ckpt_path='last': no checkpoint at %s yet; starting from the beginning", path)
+            paths = self.last_paths()
+            existing = [p for p in paths if os.path.exists(p)]
+            if not existing:
+                log.warning("ckpt_path='last': no checkpoint at %s yet; starting from the beginning",
+                            " or ".join(paths))
                 return None
-            return path
+            return max(existing, key=os.path.getmtime)
         if ckpt_path == "best":
             cb = t.checkpoint_callback
             best = getattr(cb, "best_model_path", "") if cb is not None else ""
@@ -593,10 +601,10 @@ class Checkpointing:
     def _stop(self, batch_idx: int | None = None) -> None:
         t = self.trainer
         signum = self.stop_signal if self.stop_signal is not None else int(signal.SIGTERM)
-        path = t.hook.last_checkpoint_path(trainer=t)
-        if path is not None:
-            self._write([("save", path, False)], batch_idx)
-            log.warning("saved %s; stopping with exit code %d", path, exit_code(signum))
+        paths = self.last_paths()
+        self._write([("save", p, False) for p in paths], batch_idx)
+        log.warning("saved %s; stopping with exit code %d", " and ".join(paths), exit_code(signum))
+        path = paths[0]
         if t.hook.requeue is not None:
             t.hook.requeue(trainer=t, signum=signum, checkpoint_path=path, requested=self.stop_requeue)
         self.stop_signal = None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import os
 from typing import Any
 
 import torch
@@ -138,7 +137,3 @@ class Defaults:
     @hookimpl(trylast=True)
     def reduce_boolean_decision(self, decision: bool) -> bool:
         return bool(decision)
-
-    @hookimpl(trylast=True)
-    def last_checkpoint_path(self, trainer: Any) -> str:
-        return os.path.join(trainer.default_root_dir, "checkpoints", "last.ckpt")

@@ -2,8 +2,8 @@
 
 While ``trainer.fit`` trains with checkpointing enabled, SIGTERM and SIGINT do not kill the process at once:
 the handler only records the request, and the loop, at its next safe point (after the current training
-batch, or between epochs), writes a checkpoint to the path the ``last_checkpoint_path`` hook answers
-(``last.ckpt`` of the checkpoint callback), calls the ``requeue`` hook (answered by a cluster environment that
+batch, or between epochs), writes a checkpoint to the paths the ``last_checkpoint_path`` hook answers
+(``last.ckpt`` of each checkpoint callback), calls the ``requeue`` hook (answered by a cluster environment that
 can requeue the job), and raises :class:`SignalExit`. Uncaught, that ends the process with exit code
 ``128 + signal number`` (143 for SIGTERM, 130 for SIGINT), the code a shell reports for a process ended by
 that signal, so job schedulers see an interrupted run, not a finished one. A second SIGINT raises

@@ -596,12 +596,10 @@ if TYPE_CHECKING:
             return None
 
     class LastCheckpointPath(Protocol):
-        """``last_checkpoint_path`` (role hook, firstresult)."""
+        """``last_checkpoint_path`` (role hook)."""
 
         def last_checkpoint_path(self, trainer: Trainer) -> str | None:
-            """Answer where the newest checkpoint of this run lives: the file ``ckpt_path="last"`` resumes from,
-            and where a signal-triggered checkpoint is written.
-            """
+            """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback)."""
             return None
 
     class Requeue(Protocol):

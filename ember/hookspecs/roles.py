@@ -358,17 +358,18 @@ def remove_checkpoint(trainer: Trainer, path: str) -> Any:
     """
 
 
-@hookspec(firstresult=True)
+@hookspec
 def last_checkpoint_path(trainer: Trainer) -> str | None:
-    """Answer where the newest checkpoint of this run lives: the file ``ckpt_path="last"`` resumes from, and
-    where a signal-triggered checkpoint is written.
+    """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
 
-    Called when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after ``setup``), and
-    once when a fit stops on a signal; on every rank. A checkpoint callback with ``save_last`` answers its
-    ``last.ckpt``; the fallback answers ``<default_root_dir>/checkpoints/last.ckpt``.
+    Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
+    ``setup``; the newest existing answer is read), whenever requested checkpoints are written (the answered
+    files are written after the others), and when a fit stops on a signal (the checkpoint is written to every
+    answered path). Every implementation answers; with no answer, core uses
+    ``<default_root_dir>/checkpoints/last.ckpt``.
 
     :param trainer: the trainer.
-    :returns: a path (which need not exist yet). Stops at first non-None result.
+    :returns: a path, which need not exist yet, or None.
     """
 
 
