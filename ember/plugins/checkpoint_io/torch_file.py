@@ -56,6 +56,8 @@ def _host() -> str:
 
 def _remove_stale_temporaries(path: str) -> None:
     """Remove temporary files of earlier saves to ``path`` whose writer (on this host) no longer runs."""
+    if os.name != "posix":  # os.kill(pid, 0) probes a process on POSIX only
+        return
     prefix = _tmp_prefix(path)
     for tmp in glob.glob(glob.escape(prefix) + "*.tmp"):
         parts = tmp[len(prefix):-len(".tmp")].rsplit("-", 2)  # host-pid-token
