@@ -443,3 +443,9 @@ def test_keyboard_interrupt_ends_the_run_cleanly() -> None:
     assert calls == ["KeyboardInterrupt", "teardown fit"]
     assert trainer.interrupted and trainer.state["status"] == "interrupted"
     assert trainer.global_step == 1 and trainer.current_epoch == 0
+
+
+def test_gpu_is_lightnings_spelling_of_cuda() -> None:
+    from ember.core.config import make_config
+
+    assert make_config({"accelerator": "gpu"}).accelerator == "cuda"

@@ -63,6 +63,15 @@ def _precision(value: Any) -> Any:
     return value
 
 
+#: Lightning's device-neutral accelerator spelling: "gpu" means the CUDA accelerator.
+ACCELERATOR_ALIASES = {"gpu": "cuda"}
+
+
+def _accelerator(value: Any) -> Any:
+    value = _auto_if_none(value)
+    return ACCELERATOR_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
 def _auto_if_none(value: Any) -> Any:
     return "auto" if value is None else value
 
@@ -201,7 +210,7 @@ def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 class TrainerConfig:
     """Every Trainer argument, validated on construction. Errors name the argument and what is allowed."""
 
-    accelerator: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
+    accelerator: Any = attrs.field(default="auto", converter=_accelerator, validator=_role_arg)
     strategy: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
