@@ -164,3 +164,33 @@ def test_a_stop_writes_every_last_checkpoint_and_last_reads_the_newest(tmp_path:
     os.utime(tmp_path / "epochs" / "last.ckpt", (1, 1))  # make the other one the newer
     resumed.fit(TinyClassifier(), data(), ckpt_path="last")
     assert resumed.ckpt_path == str(tmp_path / "steps" / "last.ckpt")
+
+
+def test_processes_agree_on_stopping_every_few_batches(tmp_path: Path) -> None:
+    """With several processes, a stop is decided collectively (reduce_boolean_decision, any process) at every
+    SIGNAL_SYNC_EVERY-th safe point, so all processes stop after the same batch."""
+    from ember.core.checkpoint import SIGNAL_SYNC_EVERY
+
+    decisions: list[bool] = []
+
+    class TwoProcesses:
+        """Process 0 of a pretend two-process job whose other process received the signal before batch 3."""
+
+        identity = "test.two-processes"
+
+        @ember.hookimpl
+        def distributed_info(self) -> dict:
+            return {"global_rank": 0, "local_rank": 0, "node_rank": 0, "world_size": 2}
+
+        @ember.hookimpl
+        def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
+            decisions.append(decision)
+            return decision or (not all and trainer._loops._batches_seen > 3)
+
+    with pytest.raises(SignalExit) as info:
+        make(tmp_path, TwoProcesses()).fit(TinyClassifier(), data())
+    assert info.value.code == 143
+    assert decisions == [False]  # one collective; this process had no signal itself
+    # Safe points: before the first epoch, then after each batch; the 8th is after batch 6.
+    progress = safe_load(str(tmp_path / "checkpoints" / "last.ckpt"))["loops"]["fit"]
+    assert (progress["epoch"], progress["batch_idx"]) == (0, SIGNAL_SYNC_EVERY - 2)
