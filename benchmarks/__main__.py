@@ -124,7 +124,8 @@ def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
     short, long = workloads.tiny(steps=200), workloads.tiny(steps=400)
     out = {}
     for loop in ["raw", *loops]:
-        frameworks.build(loop, short, clock)()  # warm-up: first-run imports and caches are not per step
+        with harness.silenced():  # warm-up: first-run imports and caches are not per step
+            frameworks.build(loop, short, clock)()
         n_short = harness.count_calls(frameworks.build(loop, short, clock))
         n_long = harness.count_calls(frameworks.build(loop, long, clock))
         out[loop] = (n_long - n_short) / (long.steps() - short.steps())
