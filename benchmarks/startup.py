@@ -3,7 +3,8 @@
 * import time: ``import torch``, then what ``import ember`` (and Lightning, ignite) adds on top of it.
 * time to first step: from just before the process is started to the end of the first optimizer step
   (interpreter start, imports, data, model, Trainer, everything ``fit`` does before its first step).
-* peak memory: the process's peak resident set size (``ru_maxrss``) after training the digits MLP.
+* peak memory: the process's peak resident set size after training the digits MLP (``VmHWM`` on Linux,
+  ``ru_maxrss`` elsewhere).
 
 Each figure is the median over several fresh processes, after one warm-up process that fills a bytecode cache
 (outside the source tree): imports are timed from compiled bytecode, as for an installed package. Child
@@ -91,6 +92,8 @@ def first_step_times(loops: list[str], repeats: int, clock: str = "wall") -> dic
 def peak_rss(loops: list[str], repeats: int) -> dict[str, list[float]]:
     """Peak RSS in MiB of a process that trains the digits MLP with each loop."""
     out: dict[str, list[float]] = {loop: [] for loop in loops}
+    for loop in loops:  # warm-up: compiling bytecode on a first import takes memory too
+        _python(["-m", "benchmarks.startup", "child", "rss", loop])
     for _ in range(repeats):
         for loop in loops:
             out[loop].append(float(_python(["-m", "benchmarks.startup", "child", "rss", loop]).split()[-1]))
@@ -150,8 +153,6 @@ def _child_first_step(loop: str) -> None:
 
 
 def _child_rss(loop: str) -> None:
-    import resource
-
     import torch
 
     torch.set_num_threads(1)
@@ -165,7 +166,24 @@ def _child_rss(loop: str) -> None:
 
         with harness.silenced():
             frameworks.build(loop, w, time.perf_counter)()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # ru_maxrss is in KiB on Linux
+    print(_peak_rss_mib())
+
+
+def _peak_rss_mib() -> float:
+    """This process's peak resident set size. On Linux, ``VmHWM``: the peak of this process's own memory,
+    whereas ``ru_maxrss`` starts from the parent's size when the process was started (Linux carries it over
+    ``fork`` and ``exec``), which would hide any difference under the benchmark's own footprint."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024 / (1024 if sys.platform == "darwin" else 1)  # bytes on macOS, KiB elsewhere
 
 
 def main(argv: list[str]) -> None:
