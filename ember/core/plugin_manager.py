@@ -224,9 +224,9 @@ class HookTable:
     (one marked with :func:`noop_fallback`). Every other hook is called through a small function compiled
     for exactly its implementations (see :func:`compile_call`), which does what pluggy's ``_multicall`` does,
     wrappers included, without its per-call bookkeeping (old-style ``hookwrapper`` implementations, rare,
-    keep the hook on pluggy's path). While hook-call monitoring
-    (tracing, recorders, profilers) is on, every implemented hook goes through pluggy instead, and the no-op
-    fallbacks are called like any other implementation, so a trace shows every call the contract makes.
+    keep the hook on pluggy's path). While hook-call monitoring (tracing, recorders, profilers) is on, every
+    implemented hook goes through pluggy instead, and the no-op fallbacks are called like any other
+    implementation, so a trace shows every call the contract makes.
 
     Entries are made on first use and dropped whenever the set of plugins changes, so registering a run's
     plugins one by one, or unregistering them at its end, builds nothing that is not then used.
