@@ -105,6 +105,7 @@ class TrainerConfig:
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
     precision: Any = attrs.field(default="32-true", converter=_precision)
+    environment: Any = "auto"
     callbacks: tuple = attrs.field(default=(), converter=_tuple)
     plugins: tuple = attrs.field(default=(), converter=_tuple)
     max_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("max_epochs", -1, True))

@@ -23,7 +23,7 @@ from ember.core.results import MetricEntry, Results, check_reduce_fx, to_tensor
 log = logging.getLogger("ember")
 
 #: Roles selected by a Trainer argument: role -> the argument naming it. One plugin per role is active.
-SELECTED_ROLES = ("accelerator", "strategy", "precision")
+SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment")
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
@@ -319,6 +319,8 @@ class Trainer:
         try:
             return self._loops.run(fn, loaders, options)
         except BaseException as exc:
+            if isinstance(exc, SystemExit) and self.state["status"] == "launched":
+                raise
             self.state["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
             self._on_exception(exc)
             if isinstance(exc, KeyboardInterrupt):
@@ -461,6 +463,12 @@ class Trainer:
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return self.plugin_manager.hook.broadcast(trainer=self, obj=obj, src=src)
+
+    def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
+        return self.plugin_manager.hook.all_gather(trainer=self, tensor=tensor, sync_grads=sync_grads)
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        return bool(self.plugin_manager.hook.reduce_boolean_decision(trainer=self, decision=decision, all=all))
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
