@@ -25,7 +25,7 @@ shift || true
 case "$cmd" in
     demo) exec "$venv/bin/ember" demo "$@" ;;
     test)
-        "$py" -m ruff check ember tests benchmarks examples
+        "$py" -m ruff check .
         exec "$py" -m pytest "$@" ;;
     *) echo "usage: bash scripts/dev.sh demo|test [options]" >&2; exit 2 ;;
 esac

@@ -188,7 +188,7 @@ class Loops:
 
     # -- fit -----------------------------------------------------------------------------------------------
     def fit(self, loaders: dict[str, Any]) -> None:
-        t, cfg = self.t, self.t.config
+        t = self.t
         h, module = t.hook, t.module
         train = self.loaders("train", loaders["train"])
         if not train:
@@ -251,7 +251,7 @@ class Loops:
                 "epochs.")
 
     def fit_done(self) -> bool:
-        t, cfg = self.t, self.t.config
+        t = self.t
         if t.num_training_batches == 0:
             return True
         if self.max_steps != -1 and t.global_step >= self.max_steps:

@@ -8,7 +8,8 @@ displays or writes it (a logger, the progress bar, the value returned by ``valid
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

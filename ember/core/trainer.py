@@ -83,7 +83,7 @@ class Trainer:
                 given[role] = plugin
             else:
                 self.extra_plugins.append((_identity_of(plugin, "plugin"), plugin))
-        for index, callback in enumerate(cfg.callbacks):
+        for callback in cfg.callbacks:
             self.extra_plugins.append((_identity_of(callback, "callback"), callback))
         seen: set[str] = set()
         for i, (identity, plugin) in enumerate(self.extra_plugins):

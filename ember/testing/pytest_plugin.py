@@ -5,10 +5,10 @@ Imports torch only when a fixture is used, so having ember installed costs other
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 
 
 @pytest.fixture
