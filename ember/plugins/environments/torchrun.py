@@ -39,12 +39,16 @@ def peer_failure(exc: BaseException) -> bool:
                             "ProcessGroupGloo", "Socket Timeout", "NCCL communicator was aborted"))
 
 
+_written: dict[str, BaseException] = {}
+
+
 def write_error_file(exc: BaseException, global_rank: int) -> None:
     """Record ``exc`` in the file the elastic agent reads (``TORCHELASTIC_ERROR_FILE``), in the agent's format,
     plus ember's own fields: the rank, a precise time and whether the error looks caused by a peer."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path:
+    if not path or _written.get("exception") is exc:
         return
+    _written["exception"] = exc
     now = time.time()
     secondary = peer_failure(exc)
     data = {"message": {
@@ -63,6 +67,23 @@ def write_error_file(exc: BaseException, global_rank: int) -> None:
             json.dump(data, f)
     except OSError:
         pass
+
+
+def install_excepthook(global_rank: int) -> None:
+    """Record an error that escapes the script outside a run too (after ``fit``, say); chains the previous hook."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "_ember_rank", None) is not None:
+        return
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            write_error_file(exc, global_rank)
+        previous(kind, exc, tb)
+
+    hook._ember_rank = global_rank  # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 class TorchrunEnvironment:
@@ -87,6 +108,7 @@ class TorchrunEnvironment:
     @hookimpl
     def distributed_info(self) -> dict:
         world, local_world = env_int("WORLD_SIZE"), env_int("LOCAL_WORLD_SIZE")
+        install_excepthook(env_int("RANK"))
         return {
             "global_rank": env_int("RANK"),
             "local_rank": env_int("LOCAL_RANK"),

@@ -22,7 +22,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins.environments import slurm, torchrun
-from ember.plugins.strategies.distributed import ProcessGroupStrategy, requested_processes
+from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, requested_processes
 
 _MISSING = object()
 
@@ -96,7 +96,7 @@ class DDPStrategy(ProcessGroupStrategy):
         previous = attrs.get("training_step", _MISSING)
         attrs["training_step"] = model
         try:
-            if self._accumulating(trainer, module, batch_idx):
+            if accumulating(trainer, module, batch_idx):
                 with model.no_sync():
                     return (yield)
             return (yield)
@@ -105,15 +105,6 @@ class DDPStrategy(ProcessGroupStrategy):
                 del attrs["training_step"]
             else:
                 attrs["training_step"] = previous
-
-    @staticmethod
-    def _accumulating(trainer: Any, module: Any, batch_idx: int) -> bool:
-        """True for a micro-batch whose gradients stay local: not the last of its accumulation window."""
-        k = trainer.config.accumulate_grad_batches
-        if k == 1 or not getattr(module, "automatic_optimization", True):
-            return False
-        # The loop steps on (i + 1) % k == 0 and on the epoch's last batch; with no known length, always sync.
-        return (batch_idx + 1) % k != 0 and batch_idx + 1 < trainer.num_training_batches
 
     @hookimpl(tryfirst=True)
     def save_checkpoint(self, trainer: Any) -> Any:

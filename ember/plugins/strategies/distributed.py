@@ -62,6 +62,17 @@ def requested_processes(config: Any, accelerator: str | None = None) -> int:
     return devices
 
 
+def accumulating(trainer: Any, module: Any, batch_idx: int) -> bool:
+    """True for a training micro-batch whose gradients stay local: not the last of its accumulation window.
+
+    The loop steps the optimizer on ``(i + 1) % k == 0`` and on the epoch's last batch; with data of unknown
+    length the last batch is not known in advance, so every micro-batch synchronises."""
+    k = trainer.config.accumulate_grad_batches
+    if k == 1 or not getattr(module, "automatic_optimization", True):
+        return False
+    return (batch_idx + 1) % k != 0 and batch_idx + 1 < trainer.num_training_batches
+
+
 def _accelerator_name(trainer: Any) -> str:
     return trainer.role_identities.get("accelerator", "accelerator.cpu").split(".", 1)[1]
 
@@ -250,14 +261,14 @@ class ProcessGroupStrategy:
             return None
         device = tensor.device
         local = tensor.to(self._comm_device(trainer)).contiguous()
-        if sync_grads:
-            from torch.distributed.nn.functional import all_gather as differentiable_all_gather
+        if sync_grads:  # gradients of the gathered tensor flow back to each rank's own part (summed)
+            from torch.distributed import _functional_collectives as fc
 
-            parts = differentiable_all_gather(local)
-        else:
-            parts = [torch.empty_like(local) for _ in range(trainer.world_size)]
-            dist.all_gather(parts, local)
-        return torch.stack(list(parts)).to(device)
+            gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)
+            return (gathered * 1).to(device)  # ``* 1`` waits for the collective and gives a plain tensor
+        parts = [torch.empty_like(local) for _ in range(trainer.world_size)]
+        dist.all_gather(parts, local)
+        return torch.stack(parts).to(device)
 
     @hookimpl(wrapper=True)
     def broadcast(self, trainer: Any, obj: Any, src: int) -> Generator[None, Any, Any]:

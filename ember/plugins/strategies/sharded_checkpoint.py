@@ -1,0 +1,196 @@
+"""Sharded checkpoints through ``torch.distributed.checkpoint`` (DCP), and consolidating them into one file.
+
+A sharded checkpoint is a directory:
+
+* the DCP files (``.metadata`` and one ``*.distcp`` file per rank) hold ``state_dict`` (the module's sharded
+  tensors) and ``optimizer_states`` (one state per optimizer, keyed by parameter name, sharded alike); every
+  rank writes its own shards, so nothing is gathered;
+* ``meta.pt`` (written by global rank 0) holds the rest of the checkpoint dict: loop progress, random states,
+  hyperparameters, callback and plugin states.
+
+It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
+crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
+renames, at ``path + ".old"``, which :func:`load` falls back to).
+
+:func:`consolidate` turns the directory into a single ``torch.save`` file in the layout a one-process run
+writes (full tensors, optimizer states keyed by position), which any ember run can resume from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ember.core.errors import CheckpointError
+
+META = "meta.pt"
+_SHARDED_KEYS = ("state_dict", "optimizer_states")
+
+
+def is_sharded(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a sharded checkpoint directory."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, ".metadata"))
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _broadcast_str(value: str) -> str:
+    dist = _dist()
+    if dist is None:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _barrier() -> None:
+    dist = _dist()
+    if dist is not None:
+        dist.barrier()
+
+
+def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
+         optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    """Write ``checkpoint`` as a sharded checkpoint at ``path``; a collective (call it on every rank).
+
+    The module and optimizer states are taken from ``module``/``optimizers`` (sharded, keyed by name), the
+    other entries of ``checkpoint`` from global rank 0.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    path = os.fspath(path)
+    dist = _dist()
+    rank = dist.get_rank() if dist is not None else 0
+    tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}")
+    sharded = {"state_dict": get_model_state_dict(module),
+               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
+    dcp.save(sharded, checkpoint_id=tmp)
+    if rank == 0:
+        rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+        with open(os.path.join(tmp, META), "wb") as f:
+            torch.save(rest, f)
+            f.flush()
+            os.fsync(f.fileno())
+    _barrier()
+    if rank == 0:
+        old = path + ".old"
+        if os.path.exists(path):
+            if os.path.exists(old):
+                shutil.rmtree(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    _barrier()
+
+
+def remove(path: str | os.PathLike, rank: int) -> None:
+    """Delete a sharded checkpoint (global rank 0 deletes; every rank waits for it). A collective."""
+    if rank == 0 and is_sharded(path):
+        shutil.rmtree(path)
+    _barrier()
+
+
+def _resolve(path: str) -> str:
+    if is_sharded(path):
+        return path
+    if is_sharded(path + ".old"):
+        return path + ".old"
+    raise CheckpointError(f"{path!r} is not a sharded checkpoint directory (no DCP .metadata file in it). Pass the "
+                          "directory a sharded save wrote, or a single-file checkpoint.")
+
+
+def load(path: str | os.PathLike, module: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+         weights_only: bool = True) -> dict:
+    """Load a sharded checkpoint into ``module`` and ``optimizers`` (in place, each rank its shards); a
+    collective. Returns the checkpoint dict with ``state_dict``/``optimizer_states`` holding the module's and
+    optimizers' own (sharded) state dicts, so that loading those again is harmless."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    path = _resolve(os.fspath(path))
+    sharded = {"state_dict": get_model_state_dict(module),
+               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
+    if not optimizers:
+        del sharded["optimizer_states"]
+    try:
+        dcp.load(sharded, checkpoint_id=path)
+    except Exception as exc:
+        raise CheckpointError(f"cannot load the sharded checkpoint {path!r} into this model: {exc}") from exc
+    set_model_state_dict(module, sharded["state_dict"])
+    for opt, state in zip(optimizers, sharded.get("optimizer_states", ())):
+        set_optimizer_state_dict(module, opt, state)
+    checkpoint = _read_meta(path, weights_only)
+    checkpoint["state_dict"] = module.state_dict()
+    checkpoint["optimizer_states"] = [opt.state_dict() for opt in optimizers]
+    return checkpoint
+
+
+def _read_meta(path: str, weights_only: bool) -> dict:
+    meta = os.path.join(path, META)
+    if not os.path.isfile(meta):
+        raise CheckpointError(f"the sharded checkpoint {path!r} has no {META}: it is incomplete (a crashed save?).")
+    try:
+        return torch.load(meta, map_location="cpu", weights_only=weights_only)
+    except Exception as exc:
+        raise CheckpointError(f"cannot read {meta!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def optimizer_state_by_position(state: dict) -> dict:
+    """An optimizer state keyed by parameter name (DCP's form) in ``torch.optim.Optimizer.state_dict()``'s form:
+    parameters numbered in the order the parameter groups list them."""
+    index: dict[str, int] = {}
+    groups = []
+    for group in state.get("param_groups", []):
+        ids = []
+        for name in group["params"]:
+            index.setdefault(name, len(index))
+            ids.append(index[name])
+        groups.append({**group, "params": ids})
+    return {"state": {index[name]: value for name, value in state.get("state", {}).items() if name in index},
+            "param_groups": groups}
+
+
+def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
+    """Write the sharded checkpoint at ``path`` as one ``torch.save`` file at ``output`` (atomically), in the
+    layout a one-process run writes. Runs in one process, without a process group; needs memory for the
+    whole model and optimizer state. Returns ``output``."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    path, output = _resolve(os.fspath(path)), os.fspath(output)
+    checkpoint = _read_meta(path, weights_only=False)
+    folder = os.path.dirname(os.path.abspath(output))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(output)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        dcp_to_torch_save(path, tmp)
+        tensors = torch.load(tmp, map_location="cpu", weights_only=True)
+        checkpoint["state_dict"] = tensors["state_dict"]
+        if "optimizer_states" in tensors:
+            states = tensors["optimizer_states"]
+            if isinstance(states, dict):  # a list is stored with its positions as keys
+                states = [states[k] for k in sorted(states, key=int)]
+            checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in states]
+        with open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return output
