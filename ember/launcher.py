@@ -9,11 +9,12 @@ failure is raised here as :class:`ember.WorkerFailedError`, naming the rank and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ember.core.errors import ConfigurationError, WorkerFailedError
@@ -99,10 +100,49 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
             max_restarts=max_restarts, monitor_interval=monitor_interval, start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=log_dir), shutdown_timeout=int(max(1, kill_timeout)))
         try:
-            elastic_launch(config, entrypoint=sys.executable)(*argv)
+            with _kill_timeout_on_failure():
+                elastic_launch(config, entrypoint=sys.executable)(*argv)
         except ChildFailedError as err:
             raise describe_failure(err) from None
     return 0
+
+
+@contextlib.contextmanager
+def _kill_timeout_on_failure() -> Iterator[None]:
+    """Make the agent honour ``shutdown_timeout`` when it stops the other processes after a failure.
+
+    torch's elastic agent (2.x) stops the survivors of a failed process with a fixed 30 s between SIGTERM and
+    SIGKILL (``PContext.close()``'s default), whatever ``shutdown_timeout`` says; a process that ignores
+    SIGTERM (or saves a checkpoint on it and waits in a collective) would outlive the failure by 30 s. The
+    launcher builds its agent from ``torch.distributed.launcher.api.LocalElasticAgent``, so a subclass that
+    gives its process context the configured timeout is put there for the call.
+    """
+    import torch.distributed.launcher.api as api
+
+    base = getattr(api, "LocalElasticAgent", None)
+    if base is None or not hasattr(base, "_start_workers"):
+        yield
+        return
+
+    class Agent(base):  # type: ignore[misc, valid-type]
+        def _start_workers(self, worker_group: Any) -> Any:
+            started = super()._start_workers(worker_group)
+            pcontext = getattr(self, "_pcontext", None)
+            timeout = getattr(self, "_shutdown_timeout", None)
+            if pcontext is not None and isinstance(timeout, int):
+                close = pcontext.close
+
+                def close_within_timeout(death_sig: Any = None, *args: Any, **kwargs: Any) -> None:
+                    close(death_sig, timeout)
+
+                pcontext.close = close_within_timeout
+            return started
+
+    api.LocalElasticAgent = Agent
+    try:
+        yield
+    finally:
+        api.LocalElasticAgent = base
 
 
 def _ember_info(failure: Any) -> dict:
