@@ -12,7 +12,6 @@ import pathlib
 import signal
 import socket
 import subprocess
-import sys
 import time
 from types import ModuleType
 

@@ -8,9 +8,10 @@ import sys
 
 import pytest
 import torch
+from dist_support import SCRIPTS, load_script, run
 
 import ember
-from dist_support import SCRIPTS, load_script, run
+
 
 @pytest.fixture(scope="module")
 def ddp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict[str, dict]]:

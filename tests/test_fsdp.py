@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 import torch
+from dist_support import SCRIPTS, load_script, run
 
 import ember
-from dist_support import SCRIPTS, load_script, run
 from ember.cli import main as ember_cli
 
 

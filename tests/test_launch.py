@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from dist_support import SCRIPTS, Job, alive, clean_env, free_port, load_script
 
 #: --kill-timeout given to `ember run` below: seconds between SIGTERM and SIGKILL for the other processes.
