@@ -10,9 +10,16 @@ from collections.abc import Callable, Sequence
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
 
-def command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None):
+#: Commands that parse their own arguments: ``run(args)`` gets ``args.argv``, the words after the command.
+RAW_COMMANDS: set[str] = set()
+
+
+def command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None,
+            raw: bool = False):
     def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
         COMMANDS[name] = (help, add_arguments, run)
+        if raw:
+            RAW_COMMANDS.add(name)
         return run
 
     return register
@@ -23,7 +30,8 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="32-true")
     p.add_argument("--accelerator", default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--default-root-dir", default="ember_logs/demo")
+    p.add_argument("--default-root-dir", default="ember_logs")
+    p.add_argument("--no-plot", action="store_true", help="skip the picture of the training curves")
 
 
 @command("demo", "train an MLP on scikit-learn's bundled digits data and print its validation accuracy", _demo_args)
@@ -31,7 +39,7 @@ def _demo(args: argparse.Namespace) -> int:
     from ember.demo import run_demo
 
     accuracy = run_demo(max_epochs=args.max_epochs, precision=args.precision, accelerator=args.accelerator,
-                        seed=args.seed, default_root_dir=args.default_root_dir)
+                        seed=args.seed, default_root_dir=args.default_root_dir, plot=not args.no_plot)
     print(f"validation accuracy: {accuracy:.4f}")
     return 0
 
@@ -101,6 +109,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in RAW_COMMANDS:
+        return int(COMMANDS[argv[0]][2](argparse.Namespace(argv=argv[1:])) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
@@ -109,5 +120,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args._run(args) or 0)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+from ember import cli_config  # noqa: E402,F401  (registers fit, validate, test, predict)
+
+if __name__ == "__main__":  # run as ember.cli, so that commands registered from other modules are seen
+    from ember.cli import main as _main
+
+    sys.exit(_main())

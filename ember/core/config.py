@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import os
+import re
 from typing import Any
 
 import attrs
@@ -96,6 +98,52 @@ def _str_names(value: Any) -> tuple:
     return _tuple(value)
 
 
+_DURATION = re.compile(r"^(\d+):(\d{1,2}):(\d{1,2}):(\d{1,2})$")
+_DURATION_KEYS = ("weeks", "days", "hours", "minutes", "seconds", "milliseconds")
+
+
+def parse_duration(value: Any, name: str = "max_time") -> datetime.timedelta | None:
+    """A duration from a ``timedelta``, a ``"DD:HH:MM:SS"`` string, a dict of ``timedelta`` keywords
+    (``{"hours": 2}``) or a number of seconds; None stays None."""
+    if value is None or isinstance(value, datetime.timedelta):
+        return value
+    allowed = ("expected a timedelta, a 'DD:HH:MM:SS' string, a dict such as {'hours': 2} "
+               "or a number of seconds")
+    if isinstance(value, str):
+        match = _DURATION.match(value.strip())
+        if match:
+            d, h, m, s = (int(g) for g in match.groups())
+            return datetime.timedelta(days=d, hours=h, minutes=m, seconds=s)
+        raise _fail(name, value, allowed)
+    if isinstance(value, dict):
+        unknown = [k for k in value if k not in _DURATION_KEYS]
+        if unknown:
+            raise _fail(name, value, f"unknown key {unknown[0]!r}{suggest(unknown[0], _DURATION_KEYS)}; {allowed}")
+        return datetime.timedelta(**value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+        return datetime.timedelta(seconds=value)
+    raise _fail(name, value, allowed)
+
+
+def _max_time(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    parse_duration(value)
+
+
+def _logger(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    for item in items:
+        if isinstance(item, bool) and isinstance(value, (list, tuple)):
+            raise _fail("logger", value, "a list holds logger names or logger objects, not booleans")
+        if item is not None and not isinstance(item, (bool, str)) and not callable(getattr(item, "log_metrics", None)):
+            raise _fail("logger", value, "expected True (the default CSV logger), False/None (no logger), a logger "
+                        "name such as 'csv' or 'tensorboard', a logger object with log_metrics(), or a list of these")
+
+
+def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True or False")
+
+
 @attrs.frozen(kw_only=True)
 class TrainerConfig:
     """Every Trainer argument, validated on construction. Errors name the argument and what is allowed."""
@@ -132,6 +180,10 @@ class TrainerConfig:
     log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
+    logger: Any = attrs.field(default=True, validator=_logger)
+    enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
+    enable_model_summary: bool = attrs.field(default=True, validator=_flag)
+    max_time: Any = attrs.field(default=None, validator=_max_time)
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):

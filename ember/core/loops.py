@@ -18,7 +18,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.core.optim import parse_optimizers
-from ember.core.results import Results
+from ember.core.results import Results, to_floats
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -204,6 +204,8 @@ class Loops:
         self._check_val_interval()
         self.setup_optimizers()
         t.train_results = Results("train")
+        if h.log_hyperparams is not None and t.is_global_zero:
+            h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
         self.sanity_check()
@@ -218,6 +220,15 @@ class Loops:
             h.on_train_end(trainer=t, module=module)
         if h.on_fit_end is not None:
             h.on_fit_end(trainer=t, module=module)
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """The module's ``hparams`` and the DataModule's, for the loggers."""
+        params: dict[str, Any] = {}
+        for source in (self.t.module, self.t.datamodule):
+            hparams = getattr(source, "hparams", None) if source is not None else None
+            if isinstance(hparams, dict):
+                params.update(hparams)
+        return params
 
     def setup_optimizers(self) -> None:
         t = self.t
@@ -567,23 +578,27 @@ class Loops:
         t = self.t
         if not t.is_global_zero or t.sanity_checking:
             return
-        metrics = {(f"{k}_step" if e.on_epoch else k): float(e.last) for k, e in results.entries.items()
-                   if e.on_step and e.logger and e.last is not None}
-        if metrics:
+        serial = self._batches_seen - 1  # the batch that just ended: only values it logged are written
+        fresh = {(f"{k}_step" if e.on_epoch else k): e.last for k, e in results.entries.items()
+                 if e.on_step and e.logger and e.last is not None and e.serial == serial}
+        if fresh:
+            metrics = to_floats(fresh)
+            metrics["epoch"] = float(t.current_epoch)
             t.hook.log_metrics(trainer=t, metrics=metrics, step=t.global_step)
 
     def log_epoch_metrics(self, results: Results) -> None:
         t = self.t
         if not t.is_global_zero or t.sanity_checking:
             return
-        metrics = {}
+        values = {}
         for key, entry in results.entries.items():
             if entry.on_epoch and entry.logger:
                 name = f"{key}_epoch" if entry.on_step else key
                 value = t.callback_metrics.get(name)
                 if value is not None:
-                    metrics[name] = float(value)
-        if metrics:
+                    values[name] = value
+        if values:
+            metrics = to_floats(values)
             metrics["epoch"] = float(t.current_epoch)
             t.hook.log_metrics(trainer=t, metrics=metrics, step=t.global_step)
 

@@ -23,7 +23,8 @@ class MetricEntry:
     """One logged name within a run of a stage: its options and the values seen this epoch."""
 
     __slots__ = ("name", "on_step", "on_epoch", "prog_bar", "logger", "reduce_fx", "sync_dist",
-                 "values", "weights", "partial", "partial_weight", "last")
+                 "values", "weights", "partial", "partial_weight", "last", "metric", "epoch_value",
+                 "serial")
 
     def __init__(self, name: str, on_step: bool, on_epoch: bool, prog_bar: bool, logger: bool,
                  reduce_fx: str | Callable, sync_dist: bool) -> None:
@@ -39,6 +40,16 @@ class MetricEntry:
         self.partial: torch.Tensor | None = None
         self.partial_weight = 0.0
         self.last: Any = None
+        self.metric: Any = None  # a torchmetrics Metric, when one was logged under this name
+        self.epoch_value: torch.Tensor | None = None
+        self.serial = -1  # which training batch last logged a value (step metrics hold only fresh values)
+
+    def add_metric(self, metric: Any) -> None:
+        """A torchmetrics ``Metric`` was logged: its step value is what its last ``forward`` returned (None
+        after a bare ``update``); its epoch value is ``compute()`` at the end of the epoch, then it is reset."""
+        self.metric = metric
+        cache = getattr(metric, "_forward_cache", None)
+        self.last = _scalar(self.name, cache, "its last forward()") if isinstance(cache, torch.Tensor) else None
 
     def add(self, value: torch.Tensor, weight: float) -> None:
         self.last = value
@@ -75,6 +86,11 @@ class MetricEntry:
 
     def compute(self) -> torch.Tensor | None:
         """The epoch value (None when nothing was logged this epoch)."""
+        if self.metric is not None:
+            if self.epoch_value is None and self.on_epoch:
+                self.epoch_value = _scalar(self.name, self.metric.compute(), "compute()").float()
+                self.metric.reset()
+            return self.epoch_value
         if callable(self.reduce_fx):
             if not self.values:
                 return None
@@ -92,6 +108,17 @@ class MetricEntry:
         self.partial = None
         self.partial_weight = 0.0
         self.last = None
+        self.epoch_value = None
+        if self.metric is not None:
+            self.metric.reset()
+
+
+def _scalar(name: str, value: Any, where: str) -> torch.Tensor:
+    value = torch.as_tensor(value)
+    if value.numel() != 1:
+        raise ValueError(f"self.log({name!r}, metric): the metric's {where} gave a tensor of shape "
+                         f"{tuple(value.shape)}; log a metric that computes a single number (e.g. average='macro').")
+    return value.detach().reshape(())
 
 
 def to_tensor(name: str, value: Any) -> torch.Tensor:
@@ -105,6 +132,27 @@ def to_tensor(name: str, value: Any) -> torch.Tensor:
     if hasattr(value, "compute") and hasattr(value, "update"):  # a torchmetrics Metric
         return value
     raise ValueError(f"self.log({name!r}, {value!r}): expected a number or a one-element tensor.")
+
+
+def _wide(value: torch.Tensor) -> torch.Tensor:
+    value = value.detach().reshape(())
+    return value.double() if value.device.type == "cpu" else value.float()
+
+
+def to_floats(values: dict[str, Any]) -> dict[str, float]:
+    """Read logged values to the host with one synchronisation (one stack per device)."""
+    out: dict[str, float] = {}
+    by_device: dict[Any, list[str]] = {}
+    for name, value in values.items():
+        if isinstance(value, torch.Tensor):
+            by_device.setdefault(value.device, []).append(name)
+        else:
+            out[name] = float(value)
+    for names in by_device.values():
+        # float64 where the device has it (the host), float32 elsewhere (MPS has no float64)
+        floats = torch.stack([_wide(values[n]) for n in names]).tolist()
+        out.update(zip(names, floats, strict=True))
+    return {name: out[name] for name in values}
 
 
 def check_reduce_fx(name: str, reduce_fx: Any) -> str | Callable:
@@ -128,8 +176,11 @@ class Results:
             entry.reset()
 
     def epoch_values(self) -> dict[str, tuple[MetricEntry, torch.Tensor]]:
+        """Each epoch-level entry's value; metrics logged per step only are reset here too."""
         out = {}
         for key, entry in self.entries.items():
+            if entry.metric is not None and not entry.on_epoch:
+                entry.metric.reset()
             if entry.on_epoch:
                 value = entry.compute()
                 if value is not None:

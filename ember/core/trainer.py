@@ -18,7 +18,7 @@ from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import HookTable, PluginManager
-from ember.core.results import MetricEntry, Results, check_reduce_fx, to_tensor
+from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
 
 log = logging.getLogger("ember")
 
@@ -27,6 +27,15 @@ SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment")
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
+#: The logger ``Trainer(logger=True)`` selects.
+DEFAULT_LOGGER = "logger.csv"
+#: Plugins a Trainer argument switches on: argument -> (identity of the default plugin, identity prefix of
+#: the plugins passed by the user that take its place). False turns the feature off; None leaves it off.
+FLAG_PLUGINS = {
+    "enable_progress_bar": ("progress.tqdm", "progress."),
+    "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
+    "max_time": ("callback.timer", "callback.timer"),
+}
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -74,17 +83,21 @@ class Trainer:
     def _select_plugins(self) -> None:
         cfg = self.config
         given: dict[str, Any] = {}
-        for plugin in cfg.plugins:
-            role = getattr(plugin, "role", None)
+        for item in cfg.plugins:
+            identity, plugin = self._named(item, "plugin") if isinstance(item, str) else (None, item)
+            role = identity.split(".", 1)[0] if identity else getattr(plugin, "role", None)
             if role in SELECTED_ROLES:
                 if role in given:
                     raise ConfigurationError(f"Trainer(plugins=...) holds two {role} plugins: {given[role]!r} and "
                                              f"{plugin!r}; pass one.")
                 given[role] = plugin
             else:
-                self.extra_plugins.append((_identity_of(plugin, "plugin"), plugin))
-        for callback in cfg.callbacks:
-            self.extra_plugins.append((_identity_of(callback, "callback"), callback))
+                self.extra_plugins.append((identity or _identity_of(plugin, "plugin"), plugin))
+        for item in cfg.callbacks:
+            self.extra_plugins.append(self._named(item, "callback") if isinstance(item, str)
+                                      else (_identity_of(item, "callback"), item))
+        self.extra_plugins.extend(self._select_loggers())
+        self._add_flag_plugins()
         seen: set[str] = set()
         for i, (identity, plugin) in enumerate(self.extra_plugins):
             if identity in seen:  # two callbacks of one class: keep identities unique and stable
@@ -103,6 +116,55 @@ class Trainer:
                                              f"plugins=[{given[role]!r}]; pass one of them.")
                 arg = given[role]
             self._select(role, arg)
+
+    def _named(self, name: str, default_role: str) -> tuple[str, Any]:
+        """Load the plugin ``name`` names: an identity (``"callback.early-stopping"``), or a bare name of
+        ``default_role`` (``"early-stopping"`` among callbacks, ``"csv"`` as a logger)."""
+        role = name.split(".", 1)[0] if "." in name and name.split(".", 1)[0] in self._roles() else default_role
+        info = self.discovery.lookup(role, name)
+        if info.identity in self.blocked:
+            raise PluginError(f"plugin {info.identity!r} (from {info.dist}) is named in the Trainer arguments but "
+                              f"blocked by block_plugins / {discovery.BLOCK_ENV}; unblock it or remove it.")
+        plugin = info.load()
+        check = getattr(plugin, "check_available", None)
+        if callable(check):
+            check(self.config)
+        self.plugin_manager.origins[info.identity] = info.dist
+        return info.identity, plugin
+
+    def _roles(self) -> set[str]:
+        return {identity.split(".", 1)[0] for identity in self.discovery.plugins}
+
+    def _select_loggers(self) -> list[tuple[str, Any]]:
+        """``logger``: True (the default CSV logger), False/None (none), a name, an object, or a list of these.
+        Unlike the accelerator, precision and strategy, several loggers can be active at once."""
+        value = self.config.logger
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        out = []
+        for item in items:
+            if item is None or item is False:
+                continue
+            if item is True:
+                if DEFAULT_LOGGER in self.blocked:
+                    continue
+                item = DEFAULT_LOGGER
+            out.append(self._named(item, "logger") if isinstance(item, str) else (_identity_of(item, "logger"), item))
+        return out
+
+    def _add_flag_plugins(self) -> None:
+        """The plugins that a Trainer flag switches on (progress bar, model summary, timer), unless the user
+        passed a plugin that takes their place."""
+        for flag, (identity, replaced_by) in FLAG_PLUGINS.items():
+            value = getattr(self.config, flag)
+            role = replaced_by[:-1] if replaced_by.endswith(".") else None
+            passed = [ident for ident, p in self.extra_plugins
+                      if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
+            if value is False and passed:
+                raise ConfigurationError(f"Trainer({flag}=False) conflicts with {passed[0]!r} passed in callbacks/"
+                                         f"plugins; remove one of them.")
+            if value is None or value is False or passed or identity in self.blocked:
+                continue
+            self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
 
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):
@@ -249,9 +311,38 @@ class Trainer:
         return self.config.accumulate_grad_batches
 
     @property
+    def loggers(self) -> list[Any]:
+        """The run's logger plugins, in the order given (empty without a logger)."""
+        return [p for ident, p in self.extra_plugins if ident.startswith("logger.") or getattr(p, "role", None) == "logger"]
+
+    @property
+    def logger(self) -> Any:
+        """The first logger, or None."""
+        loggers = self.loggers
+        return loggers[0] if loggers else None
+
+    @property
+    def log_dir(self) -> str:
+        """Where the first logger writes (``<root>/<name>/version_<n>``), else ``default_root_dir``."""
+        log_dir = getattr(self.logger, "log_dir", None)
+        return os.fspath(log_dir) if log_dir else self.config.default_root_dir
+
+    @property
+    def callbacks(self) -> list[Any]:
+        """The plugins of this trainer other than role plugins and loggers (callbacks, progress bar, ...)."""
+        loggers = {id(p) for p in self.loggers}
+        return [p for _, p in self.extra_plugins if id(p) not in loggers]
+
+    @property
+    def progress_bar_callback(self) -> Any:
+        """The active progress-bar plugin, or None."""
+        return next((p for ident, p in self.extra_plugins
+                     if ident.startswith("progress.") or getattr(p, "role", None) == "progress"), None)
+
+    @property
     def progress_bar_metrics(self) -> dict[str, float]:
         """The ``prog_bar=True`` metrics as floats (reading them synchronises with the device)."""
-        return {k: float(v) for k, v in self._progress_bar_metrics.items()}
+        return to_floats(self._progress_bar_metrics)
 
     @property
     def estimated_stepping_batches(self) -> float:
@@ -404,6 +495,14 @@ class Trainer:
                                 sync_dist)
             results.entries[key] = entry
         tensor = to_tensor(name, value)
+        entry.serial = self._loops._batches_seen
+        if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
+            entry.add_metric(tensor)
+            if entry.on_step and entry.last is not None:
+                self._publish_step(entry, entry.last)
+            if self._log_defaults[2] and entry.on_epoch:
+                self._publish_epoch(entry, entry.compute())
+            return
         weight = 1.0
         if entry.on_epoch and entry.reduce_fx == "mean":
             weight = float(batch_size) if batch_size is not None else self._batch_size()
@@ -435,7 +534,7 @@ class Trainer:
     def _publish_epoch(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
         if value is None or self.sanity_checking:
             return
-        if entry.sync_dist and self.world_size > 1:
+        if entry.sync_dist and self.world_size > 1 and entry.metric is None:
             value = self.hook.reduce(trainer=self, tensor=value, op="mean" if entry.reduce_fx == "mean"
                                      else entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean")
         key = f"{entry.name}_epoch" if entry.on_step else entry.name
@@ -454,7 +553,18 @@ class Trainer:
         return self.hook.clip_gradients(trainer=self, module=self.module, optimizer=optimizer,
                                         clip_val=clip_val, algorithm=algorithm)
 
-    # -- collectives, for plugins and users -------------------------------------------------------------
+    # -- for plugins and users -------------------------------------------------------------------------
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
+            on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+            batch_size: int | None = None) -> None:
+        """Record a metric from a plugin or callback; the same options and defaults as ``module.log``."""
+        self._log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
+                  reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """Agree on a decision across processes: every rank's (``all=True``) or any rank's. A collective."""
+        return bool(self.plugin_manager.hook.reduce_boolean_decision(trainer=self, decision=decision, all=all))
+
     def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
         return self.plugin_manager.hook.reduce(trainer=self, tensor=tensor, op=op)
 

@@ -390,11 +390,12 @@ def remove_checkpoint(trainer: Trainer, path: str) -> Any:
 
 @hookspec
 def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
-    """Record metrics (broadcast to every logger plugin).
+    """Record metrics (broadcast to every logger plugin: several loggers may be active at once).
 
-    Called on global rank 0 every ``log_every_n_steps`` optimizer steps with the step metrics, and at the
-    end of each epoch with the epoch metrics. Values are Python floats: the loop reads them off the device
-    only because a logger is there to take them.
+    Called on global rank 0: every ``log_every_n_steps`` optimizer steps with the step values logged during
+    that step, and after each training epoch and each validation/test run with the epoch values; ``metrics``
+    also holds ``epoch``. Values are Python floats, read off the device in one transfer only because a
+    logger implements this hook: with no logger, the loop reads nothing.
 
     :param trainer: the trainer.
     :param metrics: name to float.
@@ -404,7 +405,9 @@ def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
 
 @hookspec
 def log_hyperparams(trainer: Trainer, params: dict) -> None:
-    """Record the run's hyperparameters (the module's ``hparams``), once at the start of ``fit``.
+    """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's.
+
+    Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
 
     :param trainer: the trainer.
     :param params: name to value.

@@ -1,0 +1,152 @@
+"""``callback.timer``: a time budget for training (``Trainer(max_time=...)``), and timings per stage."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from typing import Any
+
+from ember.core.config import parse_duration
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+
+log = logging.getLogger("ember")
+_STAGES = ("train", "validate", "test", "predict")
+
+
+class Timer:
+    """Stop training once ``duration`` has passed, checked after every training batch (``interval="step"``)
+    or at the end of each epoch (``interval="epoch"``). Validation time counts towards the budget, as does
+    the time of earlier runs restored from a checkpoint.
+
+    :param duration: a ``timedelta``, ``"DD:HH:MM:SS"``, a dict such as ``{"hours": 2}``, seconds, or None to
+        take ``Trainer(max_time=...)`` (None there too: only measure).
+    :param interval: ``"step"`` or ``"epoch"``.
+    :param verbose: log when the budget ends training.
+
+    ``time_elapsed(stage)``, ``time_remaining()``, ``start_time(stage)`` and ``end_time(stage)`` answer in
+    seconds (stages: ``"train"``, ``"validate"``, ``"test"``, ``"predict"``).
+    """
+
+    identity = "callback.timer"
+
+    def __init__(self, duration: Any = None, interval: str = "step", verbose: bool = True) -> None:
+        if interval not in ("step", "epoch"):
+            raise ConfigurationError(f"Timer(interval={interval!r}) is invalid: expected 'step' or 'epoch'.")
+        self._duration = parse_duration(duration, "Timer(duration)")
+        self.interval = interval
+        self.verbose = verbose
+        self._start: dict[str, float | None] = dict.fromkeys(_STAGES)
+        self._end: dict[str, float | None] = dict.fromkeys(_STAGES)
+        self._offset: dict[str, float] = dict.fromkeys(_STAGES, 0.0)
+
+    @property
+    def duration(self) -> datetime.timedelta | None:
+        return self._duration
+
+    def start_time(self, stage: str = "train") -> float | None:
+        return self._start[stage]
+
+    def end_time(self, stage: str = "train") -> float | None:
+        return self._end[stage]
+
+    def time_elapsed(self, stage: str = "train") -> float:
+        """Seconds spent in ``stage``, restored time included."""
+        start, end = self._start[stage], self._end[stage]
+        offset = self._offset[stage]
+        if start is None:
+            return offset
+        return offset + ((end if end is not None else time.monotonic()) - start)
+
+    def time_remaining(self, stage: str = "train") -> float | None:
+        if self._duration is None:
+            return None
+        return self._duration.total_seconds() - self.time_elapsed(stage)
+
+    # -- state -------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"time_elapsed": {stage: self.time_elapsed(stage) for stage in _STAGES}}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._offset.update(state.get("time_elapsed", {}))
+
+    @hookimpl
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint.setdefault("callbacks", {})[self.identity] = self.state_dict()
+
+    @hookimpl
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        state = checkpoint.get("callbacks", {}).get(self.identity)
+        if state:
+            self.load_state_dict(state)
+
+    # -- hooks ---------------------------------------------------------------------------------------------
+    @hookimpl
+    def setup(self, trainer: Any) -> None:
+        if self._duration is None:
+            self._duration = parse_duration(trainer.config.max_time)
+
+    def _begin(self, stage: str) -> None:
+        self._start[stage] = time.monotonic()
+        self._end[stage] = None
+
+    def _stop(self, stage: str) -> None:
+        if self._start[stage] is not None and self._end[stage] is None:
+            self._end[stage] = time.monotonic()
+
+    @hookimpl
+    def on_train_start(self) -> None:
+        self._begin("train")
+
+    @hookimpl
+    def on_train_end(self) -> None:
+        self._stop("train")
+
+    @hookimpl
+    def on_validation_start(self, trainer: Any) -> None:
+        if not trainer.sanity_checking:
+            self._begin("validate")
+
+    @hookimpl
+    def on_validation_end(self, trainer: Any) -> None:
+        if not trainer.sanity_checking:
+            self._stop("validate")
+
+    @hookimpl
+    def on_test_start(self) -> None:
+        self._begin("test")
+
+    @hookimpl
+    def on_test_end(self) -> None:
+        self._stop("test")
+
+    @hookimpl
+    def on_predict_start(self) -> None:
+        self._begin("predict")
+
+    @hookimpl
+    def on_predict_end(self) -> None:
+        self._stop("predict")
+
+    @hookimpl
+    def on_train_batch_end(self, trainer: Any) -> None:
+        if self.interval == "step":
+            self._check(trainer)
+
+    @hookimpl(trylast=True)
+    def on_train_epoch_end(self, trainer: Any) -> None:
+        if self.interval == "epoch":
+            self._check(trainer)
+
+    def _check(self, trainer: Any) -> None:
+        if self._duration is None or trainer.should_stop:
+            return
+        out = self.time_elapsed("train") >= self._duration.total_seconds()
+        if trainer.world_size > 1:
+            out = trainer.broadcast(out)
+        if out:
+            trainer.should_stop = True
+            if self.verbose and trainer.is_global_zero:
+                log.warning("Time limit of %s reached at epoch %d, step %d: stopping.", self._duration,
+                            trainer.current_epoch, trainer.global_step)

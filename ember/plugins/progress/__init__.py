@@ -1,0 +1,214 @@
+"""Progress bars: plugins of the ``progress`` role (one active per run). ``progress.tqdm`` is on by default
+(``Trainer(enable_progress_bar=False)`` turns it off); passing another progress plugin replaces it.
+
+:class:`ProgressBar` holds what every bar shares: which events open, advance and close a bar, and when a bar
+renders. Rendering reads the ``prog_bar`` metrics, which synchronises with the device, so a bar renders at
+most every ``refresh_rate`` batches and ``min_interval`` seconds, and on the last batch of each epoch; between
+renders a batch costs a counter increment and a clock read.
+
+When the output is not a terminal (a log file, CI, a pipe), no bar is drawn: one line per training epoch is
+printed instead, with the epoch, the batch count, the step, the rate and the ``prog_bar`` metrics.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, TextIO
+
+from ember.hookspecs import hookimpl
+
+_STAGE_TITLE = {"validate": "Validation", "test": "Testing", "predict": "Predicting", "sanity": "Sanity check"}
+
+
+class ProgressBar:
+    """The shared event logic; subclasses draw with a library (``_open``, ``_render``, ``_close``)."""
+
+    role = "progress"
+
+    def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
+                 file: TextIO | None = None) -> None:
+        if refresh_rate < 1:
+            raise ValueError(f"refresh_rate={refresh_rate}: expected >= 1 (use enable_progress_bar=False to hide "
+                             "the bar).")
+        self.refresh_rate = refresh_rate
+        self.min_interval = min_interval
+        self.force_terminal = force_terminal
+        self._file = file
+        self._bars: dict[str, Any] = {}
+        self._counts: dict[str, int] = {}
+        self._rendered: dict[str, tuple[int, float]] = {}
+        self._epoch_start = 0.0
+        self._tty = False
+
+    # -- what subclasses implement ---------------------------------------------------------------------
+    def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
+        raise NotImplementedError
+
+    def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _close(self, kind: str, bar: Any) -> None:
+        raise NotImplementedError
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    @property
+    def file(self) -> TextIO:
+        return self._file if self._file is not None else sys.stdout
+
+    def is_terminal(self) -> bool:
+        if self.force_terminal is not None:
+            return self.force_terminal
+        isatty = getattr(self.file, "isatty", None)
+        return bool(isatty and isatty())
+
+    @staticmethod
+    def _total(counts: Any) -> int | None:
+        total = sum(counts) if isinstance(counts, (list, tuple)) else counts
+        return None if total is None or total == math.inf else int(total)
+
+    def metrics(self, trainer: Any) -> dict[str, Any]:
+        """What a render shows after the counts: the step (in training) and the ``prog_bar`` metrics."""
+        out: dict[str, Any] = {}
+        if trainer.state.get("fn") == "fit":
+            out["step"] = trainer.global_step
+        out.update(trainer.progress_bar_metrics)
+        return out
+
+    def _start(self, kind: str, total: int | None, description: str, leave: bool) -> None:
+        self._finish(kind)
+        self._counts[kind] = 0
+        self._rendered[kind] = (0, time.monotonic())
+        if self._tty:
+            self._bars[kind] = self._open(kind, total, description, leave)
+
+    def _advance(self, trainer: Any, kind: str, last: bool = False) -> None:
+        n = self._counts.get(kind)
+        if n is None:
+            return
+        n += 1
+        self._counts[kind] = n
+        bar = self._bars.get(kind)
+        if bar is None:
+            return
+        shown, when = self._rendered[kind]
+        now = time.monotonic()
+        if last or (n - shown >= self.refresh_rate and now - when >= self.min_interval):
+            self._rendered[kind] = (n, now)
+            self._render(kind, bar, n, self.metrics(trainer))
+
+    def _finish(self, kind: str, trainer: Any = None) -> None:
+        bar = self._bars.pop(kind, None)
+        if bar is not None:
+            if trainer is not None:
+                self._render(kind, bar, self._counts.get(kind, 0), self.metrics(trainer))
+            self._close(kind, bar)
+        self._counts.pop(kind, None)
+
+    # -- hooks ---------------------------------------------------------------------------------------------
+    @hookimpl
+    def setup(self, trainer: Any) -> None:
+        self._tty = trainer.is_global_zero and self.is_terminal()
+        self._active = trainer.is_global_zero
+
+    @hookimpl
+    def on_train_epoch_start(self, trainer: Any) -> None:
+        if not self._active:
+            return
+        self._epoch_start = time.monotonic()
+        epochs = trainer.max_epochs
+        title = f"Epoch {trainer.current_epoch + 1}" + (f"/{epochs}" if epochs and epochs > 0 else "")
+        self._start("train", self._total(trainer.num_training_batches), title, leave=True)
+
+    @hookimpl
+    def on_train_batch_end(self, trainer: Any, batch_idx: int) -> None:
+        total = trainer.num_training_batches
+        self._advance(trainer, "train", last=batch_idx + 1 >= total)
+
+    @hookimpl(trylast=True)
+    def on_train_epoch_end(self, trainer: Any) -> None:
+        if not self._active:
+            return
+        n = self._counts.get("train", 0)
+        if self._tty:
+            self._finish("train", trainer)
+            return
+        self._counts.pop("train", None)
+        elapsed = max(time.monotonic() - self._epoch_start, 1e-9)
+        epochs = trainer.max_epochs
+        parts = [f"Epoch {trainer.current_epoch + 1}" + (f"/{epochs}" if epochs and epochs > 0 else "") +
+                 f": {n} batches in {elapsed:.2f}s ({n / elapsed:.1f} it/s)"]
+        parts += [f"{k}={_fmt(v)}" for k, v in self.metrics(trainer).items()]
+        print(", ".join(parts), file=self.file, flush=True)
+
+    @hookimpl
+    def on_validation_start(self, trainer: Any) -> None:
+        if not self._tty:
+            return
+        kind = "sanity" if trainer.sanity_checking else "validate"
+        counts = trainer.num_sanity_val_batches if trainer.sanity_checking else trainer.num_val_batches
+        self._start(kind, self._total(counts), _STAGE_TITLE[kind], leave=trainer.state.get("fn") != "fit")
+
+    @hookimpl
+    def on_validation_batch_end(self, trainer: Any) -> None:
+        self._advance(trainer, "sanity" if trainer.sanity_checking else "validate")
+
+    @hookimpl
+    def on_validation_end(self, trainer: Any) -> None:
+        kind = "sanity" if trainer.sanity_checking else "validate"
+        self._finish(kind, trainer if trainer.state.get("fn") != "fit" else None)
+        train = self._bars.get("train")
+        if train is not None:  # show the new validation metrics on the training bar
+            self._render("train", train, self._counts.get("train", 0), self.metrics(trainer))
+
+    @hookimpl
+    def on_test_start(self, trainer: Any) -> None:
+        if self._tty:
+            self._start("test", self._total(trainer.num_test_batches), _STAGE_TITLE["test"], leave=True)
+
+    @hookimpl
+    def on_test_batch_end(self, trainer: Any) -> None:
+        self._advance(trainer, "test")
+
+    @hookimpl
+    def on_test_end(self, trainer: Any) -> None:
+        self._finish("test", trainer)
+
+    @hookimpl
+    def on_predict_start(self, trainer: Any) -> None:
+        if self._tty:
+            self._start("predict", self._total(trainer.num_predict_batches), _STAGE_TITLE["predict"], leave=True)
+
+    @hookimpl
+    def on_predict_batch_end(self, trainer: Any) -> None:
+        self._advance(trainer, "predict")
+
+    @hookimpl
+    def on_predict_end(self) -> None:
+        self._finish("predict")
+
+    @hookimpl
+    def on_exception(self) -> None:
+        self._close_all()
+
+    @hookimpl
+    def teardown(self) -> None:
+        self._close_all()
+
+    def _close_all(self) -> None:
+        for kind in list(self._bars):
+            self._finish(kind)
+        self._counts.clear()
+
+    def __getstate__(self) -> dict:  # the bars hold terminals and threads
+        state = dict(self.__dict__)
+        state["_bars"] = {}
+        state["_file"] = None
+        return state
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

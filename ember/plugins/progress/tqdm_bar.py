@@ -1,0 +1,41 @@
+"""``progress.tqdm``: the default progress bar, drawn with tqdm."""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from ember.plugins.progress import ProgressBar, _fmt
+
+
+class TQDMProgressBar(ProgressBar):
+    """Bars for training epochs, validation, testing and prediction: the description (``Epoch 3/10``),
+    the count, elapsed and remaining time, the rate (it/s), the step and the ``prog_bar`` metrics.
+
+    :param refresh_rate: render at most every this many batches.
+    :param min_interval: and at most every this many seconds.
+    :param force_terminal: draw bars even when the output is not a terminal (True), or never (False).
+    :param file: where to write (``sys.stdout`` at the time of the run by default).
+    """
+
+    identity = "progress.tqdm"
+
+    def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
+                 file: TextIO | None = None) -> None:
+        super().__init__(refresh_rate, min_interval, force_terminal, file)
+
+    def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, desc=description, leave=leave, file=self.file, dynamic_ncols=True,
+                    mininterval=0.0, miniters=1, smoothing=0.0,
+                    unit="it", disable=False)
+
+    def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
+        bar.set_postfix({k: _fmt(v) for k, v in postfix.items()}, refresh=False)
+        if n > bar.n:
+            bar.update(n - bar.n)
+        else:
+            bar.refresh()
+
+    def _close(self, kind: str, bar: Any) -> None:
+        bar.close()

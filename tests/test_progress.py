@@ -1,0 +1,88 @@
+"""The progress-bar plugins: what they render, when they read metrics, and silence when off."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+import ember
+from ember.plugins.progress.rich_bar import RichProgressBar
+from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+from ember.testing import TinyClassifier, tiny_loaders
+
+ARGS = {"max_epochs": 2, "num_sanity_val_steps": 0, "enable_model_summary": False, "logger": False}
+
+
+class ProgModel(TinyClassifier):
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.log("loss_shown", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        super().validation_step(batch, batch_idx)
+        self.log("acc_shown", 0.5, prog_bar=True)
+
+
+def plain(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "\n")
+
+
+@pytest.mark.parametrize("bar_class", [TQDMProgressBar, RichProgressBar])
+def test_a_terminal_shows_epoch_count_rate_step_and_prog_bar_metrics(bar_class, tmp_path):
+    out = io.StringIO()
+    bar = bar_class(force_terminal=True, file=out, min_interval=0.0)
+    trainer = ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **ARGS)
+    trainer.fit(ProgModel(), *tiny_loaders())  # 8 batches per epoch
+    text = plain(out.getvalue())
+    assert trainer.progress_bar_callback is bar
+    assert "Epoch 1/2" in text and "Epoch 2/2" in text
+    assert "8/8" in text
+    assert re.search(r"\d+(\.\d+)? ?it/s", text)
+    assert "step=16" in text
+    assert re.search(r"loss_shown=\d", text) and "acc_shown=0.5" in text
+    assert "Validation" in text
+
+
+def test_without_a_terminal_one_line_per_epoch(tmp_path, capsys):
+    trainer = ember.Trainer(default_root_dir=tmp_path, **ARGS)  # the default bar; pytest's stdout is no tty
+    trainer.fit(ProgModel(), *tiny_loaders())
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"Epoch 1/2: 8 batches in [\d.]+s \([\d.]+ it/s\), step=8, loss_shown=[\d.e-]+, "
+                        r"acc_shown=0\.5", lines[0])
+    assert lines[1].startswith("Epoch 2/2: 8 batches") and "step=16" in lines[1]
+
+
+def test_disabled_is_silent(tmp_path, capsys):
+    trainer = ember.Trainer(default_root_dir=tmp_path, **{**ARGS, "enable_progress_bar": False})
+    trainer.fit(ProgModel(), *tiny_loaders())
+    trainer.validate(dataloaders=tiny_loaders()[1], verbose=False)
+    assert capsys.readouterr().out == ""
+    assert trainer.progress_bar_callback is None
+    assert not any(ident.startswith("progress.") for ident, _ in trainer.extra_plugins)
+
+
+def test_selection_by_name_replaces_the_default_and_conflicts_are_refused():
+    trainer = ember.Trainer(callbacks=["progress.rich"])
+    assert isinstance(trainer.progress_bar_callback, RichProgressBar)
+    assert [i for i, _ in trainer.extra_plugins if i.startswith("progress.")] == ["progress.rich"]
+    assert isinstance(ember.Trainer().progress_bar_callback, TQDMProgressBar)
+    with pytest.raises(ember.ConfigurationError, match="enable_progress_bar=False"):
+        ember.Trainer(enable_progress_bar=False, callbacks=[TQDMProgressBar()])
+
+
+def test_metrics_are_read_only_when_the_bar_renders(tmp_path):
+    class Counting(TQDMProgressBar):
+        reads = 0
+
+        def metrics(self, trainer):
+            Counting.reads += 1
+            return super().metrics(trainer)
+
+    bar = Counting(refresh_rate=4, min_interval=0.0, force_terminal=True, file=io.StringIO())
+    train, _ = tiny_loaders(n=80, batch_size=8)  # 10 batches: renders after 4, 8 and the last
+    ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 1}).fit(ProgModel(), train)
+    assert Counting.reads == 3 + 1  # three renders, and the final one when the bar closes
