@@ -12,10 +12,10 @@ import torch
 
 import ember
 from ember.launcher import describe_failure, script_argv
-from ember.testing import TinyClassifier
 from ember.plugins.environments import local, slurm, torchrun
 from ember.plugins.strategies.ddp import DDPStrategy
 from ember.plugins.strategies.distributed import requested_processes
+from ember.testing import TinyClassifier
 
 TORCHRUN = {"TORCHELASTIC_RUN_ID": "job", "RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2",
             "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29511"}

@@ -577,9 +577,6 @@ class Trainer:
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
         return self.plugin_manager.hook.all_gather(trainer=self, tensor=tensor, sync_grads=sync_grads)
 
-    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
-        return bool(self.plugin_manager.hook.reduce_boolean_decision(trainer=self, decision=decision, all=all))
-
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
