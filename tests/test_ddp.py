@@ -91,13 +91,14 @@ def test_sync_dist_logs_the_global_mean(ddp_job: tuple) -> None:
     for r in ranks:
         assert r["metrics"]["rank_synced"] == pytest.approx(0.5)
         assert r["metrics"]["rank_local"] == r["rank"]  # without sync_dist each rank keeps its own
+        assert r["metrics"]["rank_step"] == pytest.approx(0.5)  # a step value is reduced when it is logged
         assert r["metrics"]["train_loss"] == pytest.approx(float(single.callback_metrics["train_loss"]), abs=1e-6)
 
 
 @pytest.mark.slow
 def test_loggers_are_called_on_rank_zero_only(ddp_job: tuple) -> None:
     ranks, _ = ddp_job
-    assert ranks[0]["log_metrics_calls"] == 2  # one per epoch
+    assert ranks[0]["log_metrics_calls"] == 16 + 2  # every step (log_every_n_steps=1) and every epoch end
     assert ranks[1]["log_metrics_calls"] == 0
 
 

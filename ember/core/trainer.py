@@ -508,6 +508,8 @@ class Trainer:
             weight = float(batch_size) if batch_size is not None else self._batch_size()
         entry.add(tensor, weight)
         if entry.on_step:
+            if entry.sync_dist and self.world_size > 1:  # the step value shown and logged is the global one
+                tensor = entry.last = self.hook.reduce(trainer=self, tensor=tensor, op=_sync_op(entry))
             self._publish_step(entry, tensor)
         if self._log_defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self._publish_epoch(entry, entry.compute())
@@ -535,8 +537,7 @@ class Trainer:
         if value is None or self.sanity_checking:
             return
         if entry.sync_dist and self.world_size > 1 and entry.metric is None:
-            value = self.hook.reduce(trainer=self, tensor=value, op="mean" if entry.reduce_fx == "mean"
-                                     else entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean")
+            value = self.hook.reduce(trainer=self, tensor=value, op=_sync_op(entry))
         key = f"{entry.name}_epoch" if entry.on_step else entry.name
         self.callback_metrics[key] = value
         if entry.on_step:
@@ -580,6 +581,11 @@ class Trainer:
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
+
+
+def _sync_op(entry: MetricEntry) -> str:
+    """The collective that ``sync_dist`` applies: the entry's own reduction, or a mean for a callable one."""
+    return entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean"
 
 
 def _module_base() -> type:
