@@ -182,8 +182,21 @@ class FSDPStrategy(ProcessGroupStrategy):
     def load_checkpoint(self, trainer: Any, path: str, weights_only: bool) -> dict | None:
         if trainer is None or not sharded_checkpoint.is_sharded(path) and not sharded_checkpoint.is_sharded(
                 str(path) + ".old"):
-            return None
-        return sharded_checkpoint.load(path, trainer.module, trainer.optimizers, weights_only)
+            return None  # a single file: the storage plugin reads it, the wrapper below shards it
+        return sharded_checkpoint.load(path, trainer.module, weights_only)
+
+    @hookimpl(wrapper=True, specname="load_checkpoint")
+    def shard_whole_checkpoint(self, trainer: Any) -> Generator[None, Any, Any]:
+        """A one-process (e.g. consolidated) checkpoint resumes a sharded run: its weights are sharded here,
+        its optimizer states once the optimizers have loaded them (``on_load_checkpoint``)."""
+        checkpoint = yield
+        if trainer is not None and isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
+            checkpoint["state_dict"] = sharded_checkpoint.shard_module_state(checkpoint["state_dict"], trainer.module)
+        return checkpoint
+
+    @hookimpl
+    def on_load_checkpoint(self, trainer: Any) -> None:
+        sharded_checkpoint.shard_optimizer_states(trainer.optimizers)
 
     @hookimpl(tryfirst=True)
     def remove_checkpoint(self, trainer: Any, path: str) -> Any:

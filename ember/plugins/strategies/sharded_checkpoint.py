@@ -109,35 +109,94 @@ def _resolve(path: str) -> str:
                           "directory a sharded save wrote, or a single-file checkpoint.")
 
 
-def load(path: str | os.PathLike, module: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer],
-         weights_only: bool = True) -> dict:
-    """Load a sharded checkpoint into ``module`` and ``optimizers`` (in place, each rank its shards); a
-    collective. Returns the checkpoint dict with ``state_dict``/``optimizer_states`` holding the module's and
-    optimizers' own (sharded) state dicts, so that loading those again is harmless."""
+def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = True) -> dict:
+    """Read a sharded checkpoint for ``module`` (sharded as when it was saved); a collective.
+
+    Each rank reads only its shards. Returns the checkpoint dict as a one-process run's, except that tensors
+    are sharded like ``module``'s parameters: ``state_dict`` for ``module.load_state_dict`` and
+    ``optimizer_states`` keyed by position for ``Optimizer.load_state_dict``. The optimizers need not exist
+    yet: the shapes to read come from the checkpoint's own metadata.
+    """
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import (
-        get_model_state_dict,
-        get_optimizer_state_dict,
-        set_model_state_dict,
-        set_optimizer_state_dict,
-    )
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
     path = _resolve(os.fspath(path))
-    sharded = {"state_dict": get_model_state_dict(module),
-               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
-    if not optimizers:
-        del sharded["optimizer_states"]
     try:
-        dcp.load(sharded, checkpoint_id=path)
+        metadata = FileSystemReader(path).read_metadata()
+    except Exception as exc:
+        raise CheckpointError(f"cannot read the metadata of the sharded checkpoint {path!r}: {exc}") from exc
+    like = module.state_dict()
+    template: dict[str, Any] = {}
+    for key, meta in metadata.state_dict_metadata.items():
+        where = (metadata.planner_data or {}).get(key) or (key,)
+        value: Any = None  # a non-tensor value: DCP puts the saved object here
+        if isinstance(meta, TensorStorageMetadata):
+            param = like.get(where[-1] if where[0] == "state_dict" else where[3] if len(where) == 5 else None)
+            if where[0] == "state_dict" and param is not None:
+                value = param  # read straight into the module's own shards
+            elif param is not None and tuple(param.shape) == tuple(meta.size):
+                value = torch.empty_like(param, dtype=meta.properties.dtype)  # an optimizer state, sharded alike
+            else:
+                value = torch.empty(meta.size, dtype=meta.properties.dtype)  # e.g. Adam's step: one value
+        _set(template, where, value)
+    try:
+        dcp.load(template, checkpoint_id=path)
     except Exception as exc:
         raise CheckpointError(f"cannot load the sharded checkpoint {path!r} into this model: {exc}") from exc
-    set_model_state_dict(module, sharded["state_dict"])
-    for opt, state in zip(optimizers, sharded.get("optimizer_states", ())):
-        set_optimizer_state_dict(module, opt, state)
     checkpoint = _read_meta(path, weights_only)
-    checkpoint["state_dict"] = module.state_dict()
-    checkpoint["optimizer_states"] = [opt.state_dict() for opt in optimizers]
+    checkpoint["state_dict"] = template.get("state_dict", {})
+    checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in template.get("optimizer_states", [])]
     return checkpoint
+
+
+def _set(root: dict, where: Sequence[Any], value: Any) -> None:
+    """Put ``value`` at the path ``where`` (dict keys and list positions), creating containers on the way."""
+    node: Any = root
+    for i, key in enumerate(where):
+        last = i == len(where) - 1
+        nxt: Any = value if last else ([] if isinstance(where[i + 1], int) else {})
+        if isinstance(key, int):
+            while len(node) <= key:
+                node.append(None)
+            if last or node[key] is None:
+                node[key] = nxt
+        elif last or key not in node:
+            node[key] = nxt
+        node = node[key]
+
+
+def _is_dtensor(t: Any) -> bool:
+    return hasattr(t, "device_mesh") and hasattr(t, "placements")
+
+
+def shard_like(value: torch.Tensor, like: Any) -> Any:
+    """A whole tensor (from a one-process checkpoint) as a DTensor sharded like ``like``; a collective.
+    Anything that is not a whole tensor for a DTensor ``like`` is returned as it is."""
+    from torch.distributed.tensor import distribute_tensor
+
+    if not _is_dtensor(like) or _is_dtensor(value) or not isinstance(value, torch.Tensor) or \
+            tuple(value.shape) != tuple(like.shape):
+        return value
+    local = like.to_local()
+    return distribute_tensor(value.to(device=local.device, dtype=like.dtype), like.device_mesh, like.placements)
+
+
+def shard_module_state(state: dict, module: torch.nn.Module) -> dict:
+    """``state`` (e.g. a consolidated checkpoint's ``state_dict``) with whole tensors sharded like ``module``'s."""
+    like = module.state_dict()
+    return {k: shard_like(v, like[k]) if k in like else v for k, v in state.items()}
+
+
+def shard_optimizer_states(optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    """Shard, in place, optimizer states that were loaded whole for sharded parameters."""
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                state = optimizer.state.get(param)
+                if state and _is_dtensor(param):
+                    for key, value in list(state.items()):
+                        state[key] = shard_like(value, param)
 
 
 def _read_meta(path: str, weights_only: bool) -> dict:
