@@ -1,13 +1,15 @@
 """Per-step overhead of ember's DDP strategy against a raw torch.distributed DDP loop, in the same processes.
 
-    python benchmarks/ddp_overhead.py [--steps 1000] [--repeats 5] [--nproc 2]
+    python benchmarks/ddp_overhead.py [--steps 500] [--repeats 11] [--nproc 2]
 
 Starts ``--nproc`` processes with ember's launcher (gloo on the CPU; NCCL, one GPU per process, when CUDA is
 available). In every process both loops train a 32-64-10 MLP with AdamW on batches of 32 per process drawn
 through a ``DistributedSampler``: the raw loop wraps the network in ``DistributedDataParallel`` itself, ember
 runs ``Trainer(strategy="ddp")``. Runs are interleaved (raw, ember, raw, ember, ...), each starts after a
 barrier and is timed from before the DDP wrap to after the last step; a run's time is the slowest rank's.
-The table shows medians with min-max, the overhead per step in microseconds and the ratio ember/raw.
+The table shows medians with min-max; the overhead per step in microseconds and the ratio ember/raw are the
+medians over the pairs (each ember run against the raw run just before it), which keeps the drift of a busy
+machine out of them.
 Rows: plain steps, and gradient accumulation over 2 micro-batches (``no_sync`` on the first of each pair).
 """
 
@@ -135,16 +137,20 @@ def worker(steps: int, repeats: int) -> None:
             b.append(slowest(with_ember(dataset, device, accumulate), device) / steps * 1e6)
         if dist.get_rank() == 0:
             ma, mb = statistics.median(a), statistics.median(b)
+            # Paired: each ember run against the raw run just before it, so that drift of a shared machine
+            # cancels; the overhead and ratio are the medians of the pairs.
+            diff = statistics.median(y - x for x, y in zip(a, b))
+            ratio = statistics.median(y / x for x, y in zip(a, b))
             print(f"{'raw DDP' + label:30} {ma:10.1f} ({min(a):.1f}-{max(a):.1f}) {'':>12} {'1.000':>7}")
-            print(f"{'ember ddp' + label:30} {mb:10.1f} ({min(b):.1f}-{max(b):.1f}) {mb - ma:12.1f} {mb / ma:7.3f}",
+            print(f"{'ember ddp' + label:30} {mb:10.1f} ({min(b):.1f}-{max(b):.1f}) {diff:12.1f} {ratio:7.3f}",
                   flush=True)
     dist.destroy_process_group()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--repeats", type=int, default=11)
     parser.add_argument("--nproc", type=int, default=None, help="processes (default: 2, or the GPUs up to 2)")
     args = parser.parse_args()
     if "LOCAL_RANK" in os.environ:  # one of the started processes
