@@ -120,7 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args._run(args) or 0)
 
 
-from ember import cli_config  # noqa: E402,F401  (registers fit, validate, test, predict)
+# Sub-commands that live in their own modules register themselves on import.
+from ember import (  # noqa: E402,F401
+    cli_config,  # fit, validate, test, predict
+    cli_plugins,  # plugins, hooks
+)
 
 if __name__ == "__main__":  # run as ember.cli, so that commands registered from other modules are seen
     from ember.cli import main as _main

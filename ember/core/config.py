@@ -56,9 +56,48 @@ def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -
 
 
 def _precision(value: Any) -> Any:
+    if value is None:  # Lightning's default
+        return "32-true"
     if isinstance(value, (str, int)) and not isinstance(value, bool):
         return PRECISION_ALIASES.get(value, value)
     return value
+
+
+def _auto_if_none(value: Any) -> Any:
+    return "auto" if value is None else value
+
+
+def _role_arg(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """A role argument is a plugin name (or identity), or a plugin object of that role."""
+    role = attribute.name
+    if isinstance(value, str):
+        return
+    if isinstance(value, type):
+        raise ConfigurationError(f"Trainer({role}={value.__name__}) is invalid: that is a class; pass an instance, "
+                                 f"{value.__name__}(), or a plugin name such as {_ROLE_EXAMPLES[role]}.")
+    if isinstance(value, (bool, int, float)):
+        raise ConfigurationError(
+            f"Trainer({role}={value!r}) is invalid: expected the name of an installed {role} plugin "
+            f"(a string such as {_ROLE_EXAMPLES[role]}) or a {role} plugin object.")
+    declared = getattr(value, "role", role)
+    if declared != role:
+        raise ConfigurationError(f"Trainer({role}={value!r}) is invalid: that plugin's role is {declared!r}, not "
+                                 f"{role!r}; pass it as {declared}=... or in plugins=[...].")
+
+
+_ROLE_EXAMPLES = {"accelerator": "'auto', 'cpu' or 'cuda'", "strategy": "'auto', 'single_device' or 'ddp'",
+                  "precision": "'32-true' or 'bf16-mixed'", "environment": "'auto', 'torchrun' or 'slurm'"}
+
+
+def _plugin_objects(instance: Any, attribute: attrs.Attribute, value: tuple) -> None:
+    for item in value:
+        if isinstance(item, type):
+            raise ConfigurationError(f"Trainer({attribute.name}=[..., {item.__name__}, ...]) holds a class: pass an "
+                                     f"instance, {item.__name__}().")
+        if item is None or isinstance(item, (bool, int, float)):
+            raise ConfigurationError(f"Trainer({attribute.name}=[..., {item!r}, ...]) is invalid: expected plugin "
+                                     "names (such as 'early-stopping' or 'callback.early-stopping') or plugin "
+                                     "objects (with @ember.hookimpl methods or methods named like hooks).")
 
 
 def _fast_dev_run(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -80,8 +119,22 @@ def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not all(isinstance(v, str) for v in value):
-        raise _fail(attribute.name, value, "expected a list of plugin identities (strings)")
+    for item in value:
+        if not isinstance(item, str):
+            raise ConfigurationError(f"Trainer({attribute.name}=[..., {item!r}, ...]) is invalid: expected a list of "
+                                     "plugin identities (strings such as 'precision.bf16-mixed').")
+
+
+def _optional_bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True, False or None (None: use the environment variable)")
+
+
+def _trace(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, (bool, str, os.PathLike)) or callable(getattr(value, "write", None)):
+        return
+    raise _fail("trace", value, "expected True/'stderr', 'stdout', a path for JSON lines, a text stream, or "
+                "False/None (None: use the EMBER_TRACE environment variable)")
 
 
 def _tuple(value: Any) -> tuple:
@@ -148,14 +201,14 @@ def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 class TrainerConfig:
     """Every Trainer argument, validated on construction. Errors name the argument and what is allowed."""
 
-    accelerator: Any = "auto"
-    strategy: Any = "auto"
+    accelerator: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
+    strategy: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
-    precision: Any = attrs.field(default="32-true", converter=_precision)
-    environment: Any = "auto"
-    callbacks: tuple = attrs.field(default=(), converter=_tuple)
-    plugins: tuple = attrs.field(default=(), converter=_tuple)
+    precision: Any = attrs.field(default="32-true", converter=_precision, validator=_role_arg)
+    environment: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
+    callbacks: tuple = attrs.field(default=(), converter=_tuple, validator=_plugin_objects)
+    plugins: tuple = attrs.field(default=(), converter=_tuple, validator=_plugin_objects)
     max_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("max_epochs", -1, True))
     min_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("min_epochs", 0, True))
     max_steps: int = attrs.field(default=-1, validator=_non_negative_int("max_steps", -1))
@@ -184,6 +237,11 @@ class TrainerConfig:
     enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
+    #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
+    #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
+    strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)
+    #: Hook tracing (see ember.core.tracing); None: the EMBER_TRACE environment variable decides (default: off).
+    trace: Any = attrs.field(default=None, validator=_trace)
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):

@@ -28,8 +28,15 @@ PLUGINS_GROUP = "ember.plugins"
 AUTOLOAD_GROUP = "ember.autoload"
 BLOCK_ENV = "EMBER_BLOCK_PLUGINS"
 AUTOLOAD_ENV = "EMBER_DISABLE_PLUGIN_AUTOLOAD"
+STRICT_ENV = "EMBER_STRICT_PLUGINS"
 
 _IDENTITY = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def switch_off_hint(identity: str, dist_name: str | None = None) -> str:
+    """How to switch a plugin off without uninstalling it (the tail of every plugin error)."""
+    hint = f"Switch it off with {BLOCK_ENV}={identity} or Trainer(block_plugins=[{identity!r}])"
+    return hint + (f", or uninstall {dist_name}." if dist_name and dist_name != "ember" else ".")
 
 
 def _check_identity(instance: object, attribute: attrs.Attribute, value: str) -> None:
@@ -65,22 +72,31 @@ class PluginInfo:
             return "an unknown distribution"
         return f"{self.dist_name} {self.dist_version}"
 
-    def load(self) -> object:
-        """Import the entry point and return the plugin object (a class is instantiated with no arguments)."""
+    def resolve(self) -> object:
+        """Import the entry point and return what it names (a class is returned as it is)."""
         module_name, _, attr = self.value.partition(":")
         try:
             obj: object = importlib.import_module(module_name.strip())
             for part in filter(None, attr.strip().split(".")):
                 obj = getattr(obj, part)
-            if isinstance(obj, type):
-                obj = obj()
         except Exception as exc:
-            raise PluginError(
-                f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
-                f"{type(exc).__name__}: {exc}. Switch it off with {BLOCK_ENV}={self.identity} "
-                f"or Trainer(block_plugins=[{self.identity!r}]), or uninstall {self.dist_name or 'it'}."
-            ) from exc
+            raise self._failed(exc) from exc
         return obj
+
+    def load(self) -> object:
+        """Import the entry point and return the plugin object (a class is instantiated with no arguments)."""
+        obj = self.resolve()
+        if isinstance(obj, type):
+            try:
+                obj = obj()
+            except Exception as exc:
+                raise self._failed(exc) from exc
+        return obj
+
+    def _failed(self, exc: Exception) -> PluginError:
+        return PluginError(
+            f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
+            f"{type(exc).__name__}: {exc}. {switch_off_hint(self.identity, self.dist_name)}")
 
 
 @attrs.frozen
@@ -89,7 +105,10 @@ class Discovery:
 
     plugins: Mapping[str, tuple[PluginInfo, ...]]
     autoload: Mapping[str, tuple[PluginInfo, ...]]
+    #: Messages for entry points whose name is not a valid identity (they can never be used).
     invalid: tuple[str, ...] = ()
+    #: The subset of ``invalid`` declared in the always-on group (reported at Trainer creation).
+    invalid_autoload: tuple[str, ...] = ()
 
     def role_names(self, role: str) -> list[str]:
         """The selectable names of one role, sorted."""
@@ -103,7 +122,8 @@ class Discovery:
             choices = self.role_names(role)
             raise UnknownPluginError(
                 f"unknown {role} {name!r}: no installed distribution provides the plugin {identity!r}. "
-                f"Available {role} plugins: {', '.join(choices) or '(none)'}.{suggest(name, choices)}"
+                f"Available {role} plugins: {', '.join(choices) or '(none)'}."
+                f"{suggest(identity.split('.', 1)[1], choices)}"
             )
         return only(identity, found)
 
@@ -114,9 +134,16 @@ def only(identity: str, found: tuple[PluginInfo, ...]) -> PluginInfo:
         providers = ", ".join(f"{i.dist} ({i.value})" for i in found)
         raise PluginConflictError(
             f"plugin identity {identity!r} is claimed by several distributions: {providers}. "
-            "Uninstall all but one of them."
+            f"Uninstall all but one of them, or switch the identity off with {BLOCK_ENV}={identity} "
+            f"or Trainer(block_plugins=[{identity!r}])."
         )
     return found[0]
+
+
+def _by_dist(infos: list[PluginInfo]) -> tuple[PluginInfo, ...]:
+    # Nothing may depend on the order distributions happen to be installed in: identities are sorted, and
+    # the providers of a conflicting identity are listed by distribution.
+    return tuple(sorted(infos, key=lambda i: (i.dist_name or "", i.value)))
 
 
 _cache: dict[tuple[str, ...], Discovery] = {}
@@ -129,28 +156,35 @@ def discover(refresh: bool = False) -> Discovery:
         return _cache[key]
     groups: dict[str, dict[str, list[PluginInfo]]] = {PLUGINS_GROUP: {}, AUTOLOAD_GROUP: {}}
     invalid: list[str] = []
+    invalid_autoload: list[str] = []
     seen_dists: set[str] = set()
     for dist in metadata.distributions():
+        # entry_points.txt first: parsing every distribution's METADATA for its name costs far more
+        eps = [ep for ep in dist.entry_points if ep.group in groups]
+        if not eps:
+            continue
         dist_name = dist.metadata["Name"] or "?"
         canonical = re.sub(r"[-_.]+", "-", dist_name).lower()
         # The same distribution may be visible twice (e.g. an editable install and a build folder); the
         # first on sys.path wins, as for imports.
         if canonical in seen_dists:
             continue
-        eps = [ep for ep in dist.entry_points if ep.group in groups]
-        if eps:
-            seen_dists.add(canonical)
+        seen_dists.add(canonical)
         for ep in eps:
             try:
                 info = PluginInfo(ep.name, ep.group, ep.value, dist_name, dist.version)
             except PluginError as exc:
-                invalid.append(f"{exc} (declared by {dist_name} {dist.version})")
+                message = f"{exc} (entry point {ep.name!r} in group {ep.group!r} of {dist_name} {dist.version})"
+                invalid.append(message)
+                if ep.group == AUTOLOAD_GROUP:
+                    invalid_autoload.append(message)
                 continue
             groups[ep.group].setdefault(ep.name, []).append(info)
     result = Discovery(
-        plugins={k: tuple(v) for k, v in sorted(groups[PLUGINS_GROUP].items())},
-        autoload={k: tuple(v) for k, v in sorted(groups[AUTOLOAD_GROUP].items())},
+        plugins={k: _by_dist(v) for k, v in sorted(groups[PLUGINS_GROUP].items())},
+        autoload={k: _by_dist(v) for k, v in sorted(groups[AUTOLOAD_GROUP].items())},
         invalid=tuple(invalid),
+        invalid_autoload=tuple(invalid_autoload),
     )
     _cache.clear()
     _cache[key] = result

@@ -19,6 +19,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results, to_floats
+from ember.core.seed import preserved_rng
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -235,6 +236,16 @@ class Loops:
         module = t.module
         optimizers, schedulers = parse_optimizers(module.configure_optimizers())
         automatic = getattr(module, "automatic_optimization", True)
+        cfg = t.config
+        if not automatic and cfg.gradient_clip_val:
+            raise ConfigurationError(
+                f"Trainer(gradient_clip_val={cfg.gradient_clip_val}) clips under automatic optimization only; "
+                "under manual optimization call self.clip_gradients(opt, gradient_clip_val=...) in training_step "
+                "before opt.step(), and remove the Trainer argument.")
+        if not automatic and cfg.accumulate_grad_batches > 1:
+            raise ConfigurationError(
+                f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "
+                "optimization only; under manual optimization step the optimizer every N batches yourself.")
         if automatic and len(optimizers) > 1:
             raise ConfigurationError(
                 f"configure_optimizers() returned {len(optimizers)} optimizers; automatic optimization steps one. "
@@ -285,11 +296,14 @@ class Loops:
         h = t.hook
         t.sanity_checking = True
         try:
-            if h.on_sanity_check_start is not None:
-                h.on_sanity_check_start(trainer=t, module=t.module)
-            self.evaluate("validate", self.val_loaders, t.num_sanity_val_batches)
-            if h.on_sanity_check_end is not None:
-                h.on_sanity_check_end(trainer=t, module=t.module)
+            # The sanity check leaves the random state as it found it: training then draws the same numbers
+            # (shuffling, dropout) as a run without it, and as the plain loop a user would write.
+            with preserved_rng(t.root_device):
+                if h.on_sanity_check_start is not None:
+                    h.on_sanity_check_start(trainer=t, module=t.module)
+                self.evaluate("validate", self.val_loaders, t.num_sanity_val_batches)
+                if h.on_sanity_check_end is not None:
+                    h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
             t.sanity_checking = False
 
@@ -316,6 +330,10 @@ class Loops:
         validated_at_end = False
         epoch_scheds_stepped = False
         batches = enumerate(loader) if n != math.inf else _with_last(loader)
+        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
+        # its own generator draws its next permutation only then, and skipping that draw would shuffle every
+        # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
+        read_to_end = n != math.inf and n == _length(loader)
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -340,6 +358,8 @@ class Loops:
                 h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
                                      batch_idx=batch_idx)
             self._batches_seen += 1
+            if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
+                next(batches, None)
             if log_metrics is not None and t.global_step != step_before and t.global_step % every == 0:
                 self.log_step_metrics(results)
             if self.should_validate(batch_idx, is_last):
@@ -535,6 +555,7 @@ class Loops:
                 if n == 0:
                     continue
                 t._dataloader_idx = dl_idx
+                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
                     t._log_defaults = _EVAL_STEP_CTX
                     batch = self.transfer(batch, dl_idx)
@@ -545,7 +566,7 @@ class Loops:
                     if hooks["batch_end"] is not None:
                         hooks["batch_end"](outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                            **kw)
-                    if batch_idx + 1 >= n:
+                    if limited and batch_idx + 1 >= n:
                         break
             t._current_batch = None
             t._log_defaults = _EPOCH_HOOK_CTX
@@ -628,6 +649,7 @@ class Loops:
                 if n == 0:
                     continue
                 t._dataloader_idx = dl_idx
+                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
                     batch = self.transfer(batch, dl_idx)
                     if h.on_predict_batch_start is not None:
@@ -639,7 +661,7 @@ class Loops:
                     if h.on_predict_batch_end is not None:
                         h.on_predict_batch_end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
                                                **kw)
-                    if batch_idx + 1 >= n:
+                    if limited and batch_idx + 1 >= n:
                         break
             if h.on_predict_epoch_end is not None:
                 h.on_predict_epoch_end(**kw)
@@ -654,6 +676,13 @@ def _is_loader(obj: Any) -> bool:
     if isinstance(obj, torch.utils.data.DataLoader):
         return True
     return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))
+
+
+def _length(loader: Any) -> float:
+    try:
+        return len(loader)
+    except TypeError:
+        return math.inf
 
 
 def _with_last(iterable: Any) -> Any:

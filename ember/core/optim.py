@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, suggest
 
 _SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
 _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
@@ -37,6 +37,18 @@ class SchedulerConfig:
     strict: bool = True
     name: str | None = None
     reduce_on_plateau: bool = False
+
+
+def _describe(obj: Any) -> str:
+    """A short description of what configure_optimizers returned (an optimizer's repr runs to many lines)."""
+    if isinstance(obj, (list, tuple)):
+        return f"a {type(obj).__name__} of [{', '.join(_describe(o) for o in obj)}]"
+    if isinstance(obj, dict):
+        return f"a dict with keys {sorted(map(str, obj))}"
+    if _is_optimizer(obj):
+        return type(obj).__name__
+    text = repr(obj)
+    return f"{text if len(text) <= 40 else text[:37] + '...'} ({type(obj).__name__})"
 
 
 def _is_optimizer(obj: Any) -> bool:
@@ -78,16 +90,18 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
         if len(result) == 2 and isinstance(result[0], (list, tuple)) and isinstance(result[1], (list, tuple)):
             opts, scheds = list(result[0]), list(result[1])
             if not all(_is_optimizer(o) for o in opts):
-                raise ConfigurationError(f"{where} returned {result!r}. {_USAGE}.")
+                raise ConfigurationError(f"{where} returned {_describe(result)}. {_USAGE}.")
             return opts, [_scheduler_config(s, where) for s in scheds]
         if all(_is_optimizer(o) for o in result) and result:
             return list(result), []
         if all(isinstance(d, dict) for d in result) and result:
             opts, configs = [], []
             for d in result:
-                unknown = set(d) - {"optimizer", "lr_scheduler", "monitor"}
+                allowed = ("optimizer", "lr_scheduler", "monitor")
+                unknown = sorted(set(map(str, d)) - set(allowed))
                 if "optimizer" not in d or unknown or not _is_optimizer(d["optimizer"]):
-                    raise ConfigurationError(f"{where} returned a dict with keys {sorted(d)}. {_USAGE}.")
+                    close = "".join(suggest(k, allowed) for k in unknown)
+                    raise ConfigurationError(f"{where} returned {_describe(d)}.{close} {_USAGE}.")
                 opts.append(d["optimizer"])
                 if d.get("lr_scheduler") is not None:
                     sched = d["lr_scheduler"]
@@ -97,4 +111,4 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                         sched = dict(sched, monitor=d["monitor"])
                     configs.append(_scheduler_config(sched, where))
             return opts, configs
-    raise ConfigurationError(f"{where} returned {result!r} of type {type(result).__name__}. {_USAGE}.")
+    raise ConfigurationError(f"{where} returned {_describe(result)}. {_USAGE}.")

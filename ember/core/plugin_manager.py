@@ -9,6 +9,7 @@ from typing import Any
 
 import pluggy
 
+from ember.core.discovery import switch_off_hint
 from ember.core.errors import PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
@@ -23,7 +24,7 @@ def _spec_names(module: Any) -> frozenset[str]:
 #: Hooks that a plain method with the hook's name implements (Lightning's callback/module convention).
 EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
-_DATAMODULE_FIRST = frozenset({"prepare_data", "setup"})
+_DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 
 
 class EmberWarning(UserWarning):
@@ -68,23 +69,27 @@ class PluginManager(pluggy.PluginManager):
                  datamodule: bool = False) -> str | None:
         """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
         label = name or type(plugin).__name__
-        where = f"plugin {label!r}" + (f" (from {origin})" if origin else "")
+        cls = type(plugin).__name__  # names a user's object (the module) whose identity does not say what it is
+        where = f"plugin {label!r}" + (f" (from {origin})" if origin else f" ({cls})" if cls not in label else "")
+        # A plugin that came from an installed distribution can be switched off without touching code.
+        hint = " " + switch_off_hint(label, origin.rsplit(" ", 1)[0]) if origin and name else ""
         if datamodule:
             self._datamodules.add(id(plugin))
         try:
             registered = super().register(plugin, name)
         except pluggy.PluginValidationError as exc:
-            raise PluginError(f"{where} has an invalid hook implementation: {exc}. "
+            self._datamodules.discard(id(plugin))
+            raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
                               "An implementation may take any subset of the spec's arguments, by name; "
-                              "`ember hooks` lists every hook and its arguments.") from exc
+                              f"`ember hooks` lists every hook and its arguments.{hint}") from exc
         except ValueError as exc:
-            raise PluginError(f"{where} cannot be registered: {exc}") from exc
+            raise PluginError(f"{where} cannot be registered: {exc}{hint}") from exc
         if registered is None:
             return None
         if origin:
             self.origins[registered] = origin
         try:
-            self._check_names(plugin, where)
+            self._check_names(plugin, where, hint)
         except Exception:
             self.unregister(plugin)
             raise
@@ -97,21 +102,51 @@ class PluginManager(pluggy.PluginManager):
         self._changed()
         return result
 
-    def _check_names(self, plugin: Any, where: str) -> None:
-        known = set(self.hook.__dict__)
+    def _explain(self, plugin: Any) -> str:
+        """Which implementation asks for which arguments its spec lacks (for the registration error)."""
+        for attr in dir(plugin):
+            opts = self.parse_hookimpl_opts(plugin, attr)
+            if opts is None:
+                continue
+            hook_name = opts.get("specname") or attr
+            caller = getattr(self.hook, hook_name, None)
+            if caller is None or caller.spec is None:
+                continue
+            impl = pluggy.HookImpl(plugin, hook_name, getattr(plugin, attr), opts)
+            extra = [a for a in impl.argnames if a not in caller.spec.argnames]
+            if extra:
+                hint = (" Lightning's 'pl_module' is called 'module' in ember." if "pl_module" in extra else "")
+                return (f"{attr}() asks for {', '.join(repr(a) for a in extra)}, which {hook_name!r} does not "
+                        f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
+        return ""
+
+    def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
+        known = {name for name, caller in vars(self.hook).items() if getattr(caller, "spec", None) is not None}
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
                 if impl.optionalhook:
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
-                                  f"{suggest(caller.name, known)} `ember hooks` lists them.")
+                                  f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
         for attr in dir(type(plugin)):
             if attr.startswith("on_") and attr not in known:
                 close = suggest(attr, EVENT_HOOKS)
                 if close:
                     warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
                                   f"called.{close}", EmberWarning, stacklevel=4)
+
+    def plugin_of_traceback(self, exc: BaseException) -> str | None:
+        """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
+        owners = {id(p): n for n, p in self.list_name_plugin() if n is not None}
+        found = None
+        tb = exc.__traceback__
+        while tb is not None:
+            owner = tb.tb_frame.f_locals.get("self")
+            if owner is not None and id(owner) in owners:
+                found = owners[id(owner)]
+            tb = tb.tb_next
+        return found
 
     # -- the per-run hook table ------------------------------------------------------------------------
     def subscribe(self, listener: Callable[[], None]) -> None:
@@ -171,6 +206,14 @@ class HookTable:
 
 def _direct(impl: Any) -> Callable[..., Any]:
     function, argnames = impl.function, impl.argnames
+    # Parameters with a default (``dataloader_idx=0``) are passed by keyword when the call has them, as
+    # pluggy does; otherwise a direct call would silently leave them at their default.
+    kwargnames = tuple(impl.kwargnames or ())
+    if kwargnames:
+        def call_with_defaults(**kwargs: Any) -> Any:
+            return function(*[kwargs[a] for a in argnames], **{k: kwargs[k] for k in kwargnames if k in kwargs})
+
+        return call_with_defaults
 
     def call(**kwargs: Any) -> Any:
         return function(*[kwargs[a] for a in argnames])

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import sys
+from collections.abc import Iterator
 
 import torch
 
@@ -29,3 +32,20 @@ def seed_everything(seed: int | None = None, workers: bool = False) -> int:
         pass
     torch.manual_seed(seed)
     return seed
+
+
+@contextlib.contextmanager
+def preserved_rng(device: torch.device | None = None) -> Iterator[None]:
+    """Restore the global random state (Python, NumPy if imported, torch CPU and ``device``'s CUDA generator)
+    on exit, so that what runs inside draws nothing from the stream the training loop sees."""
+    python_state = random.getstate()
+    np = sys.modules.get("numpy")
+    numpy_state = np.random.get_state() if np is not None else None
+    cuda = device is not None and device.type == "cuda"
+    with torch.random.fork_rng(devices=[device] if cuda else [], device_type="cuda"):
+        try:
+            yield
+        finally:
+            random.setstate(python_state)
+            if np is not None:
+                np.random.set_state(numpy_state)

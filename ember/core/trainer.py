@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
+import pluggy
 import torch
 
-from ember.core import discovery
+from ember.core import discovery, tracing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
-from ember.core.plugin_manager import HookTable, PluginManager
+from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
 from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
 
 log = logging.getLogger("ember")
@@ -43,8 +46,12 @@ def _env_blocked() -> tuple[str, ...]:
     return tuple(v.strip() for v in raw.split(",") if v.strip())
 
 
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
 def _autoload_env_off() -> bool:
-    return os.environ.get(discovery.AUTOLOAD_ENV, "").lower() not in ("", "0", "false", "no")
+    return _env_flag(discovery.AUTOLOAD_ENV)
 
 
 def _identity_of(plugin: Any, default_role: str) -> str:
@@ -58,7 +65,9 @@ class Trainer:
     """Runs ``fit``, ``validate``, ``test`` and ``predict``; every step of the way is a hook.
 
     Arguments are Lightning's (see :class:`ember.core.config.TrainerConfig` for the full list), plus
-    ``block_plugins`` (identities never registered) and ``autoload_plugins`` (False: no always-on plugins).
+    ``block_plugins`` (identities never registered), ``autoload_plugins`` (False: no always-on plugins),
+    ``strict_plugins`` (True: an always-on plugin that cannot be loaded is an error, not a warning) and
+    ``trace`` (write every hook call as a JSON line, see :mod:`ember.core.tracing`).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -72,6 +81,10 @@ class Trainer:
                                   f"remove it from block_plugins / {discovery.BLOCK_ENV}.")
             self.plugin_manager.set_blocked(identity)
         self.autoload = self.config.autoload_plugins and not _autoload_env_off()
+        strict = self.config.strict_plugins
+        self.strict_plugins: bool = _env_flag(discovery.STRICT_ENV) if strict is None else strict
+        target = tracing.resolve_target(self.config.trace)
+        self.tracer: tracing.HookTracer | None = tracing.HookTracer(target) if target is not None else None
         self.role_plugins: dict[str, Any] = {}
         self.role_identities: dict[str, str] = {}
         self.extra_plugins: list[tuple[str, Any]] = []
@@ -169,6 +182,9 @@ class Trainer:
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):
             identity = _identity_of(arg, role)
+            if identity in self.blocked:  # never registered: the run would silently fall back to the defaults
+                raise PluginError(f"the {role} plugin {arg!r} ({identity}) is blocked by block_plugins / "
+                                  f"{discovery.BLOCK_ENV}; unblock it or pass another {role}.")
             self._activate(role, identity, arg)
             return
         name = arg
@@ -212,24 +228,38 @@ class Trainer:
         return best[1]
 
     def _load_autoload(self) -> list[tuple[str, Any]]:
-        strict = os.environ.get("EMBER_STRICT_PLUGINS", "").lower() not in ("", "0", "false", "no")
+        """Load the always-on plugins, in identity order.
+
+        One that cannot be used (import error, invalid hook implementation, identity claimed twice, invalid
+        identity) is skipped with an :class:`EmberWarning` naming it, its distribution, what failed and how to
+        switch it off; with ``strict_plugins`` (or ``EMBER_STRICT_PLUGINS=1``) it is an error instead. A plugin
+        the user did not ask for should not stop a run; one they rely on can be made to.
+        """
+        problems: list[str] = list(self.discovery.invalid_autoload)
+        if problems and self.strict_plugins:
+            raise PluginError(problems[0])
         loaded = []
+        pm = self.plugin_manager
+        given = {identity for identity, _ in self.extra_plugins}
         for identity, infos in self.discovery.autoload.items():
-            if identity in self.blocked:
+            if identity in self.blocked or identity in given:  # an instance passed explicitly replaces it
                 continue
             try:
                 info = discovery.only(identity, infos)
-                loaded.append((identity, info.load()))
-                self.plugin_manager.origins[identity] = info.dist
+                plugin = info.load()
+                # Validate the hook implementations now, not at the first fit.
+                pm.register(plugin, name=identity, origin=info.dist)
+                pm.unregister(plugin)
             except PluginError as exc:
-                if strict:
+                if self.strict_plugins:
                     raise
-                import warnings
-
-                from ember.core.plugin_manager import EmberWarning
-
-                warnings.warn(f"{exc} (ignored; set EMBER_STRICT_PLUGINS=1 to make this an error)",
-                              EmberWarning, stacklevel=3)
+                problems.append(str(exc))
+                continue
+            pm.origins[identity] = info.dist
+            loaded.append((identity, plugin))
+        for problem in problems:
+            warnings.warn(f"{problem} This always-on plugin is skipped; pass Trainer(strict_plugins=True) or set "
+                          f"{discovery.STRICT_ENV}=1 to make this an error.", EmberWarning, stacklevel=3)
         return loaded
 
     # -- state ---------------------------------------------------------------------------------------------
@@ -402,6 +432,8 @@ class Trainer:
         self.interrupted = False
         pm = self.plugin_manager
         registered = self._register_run_plugins(model, datamodule)
+        if self.tracer is not None:
+            self.tracer.start(self, fn)
         self.hook = HookTable(pm)
         if "_trainer" in getattr(model, "__dict__", {}) or isinstance(model, _module_base()):
             model.__dict__["_trainer"] = self
@@ -413,6 +445,7 @@ class Trainer:
             if isinstance(exc, SystemExit) and self.state["status"] == "launched":
                 raise
             self.state["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            self._name_plugin_in(exc)
             self._on_exception(exc)
             if isinstance(exc, KeyboardInterrupt):
                 log.warning("KeyboardInterrupt: run ended early at epoch %d, step %d", self.current_epoch,
@@ -425,6 +458,8 @@ class Trainer:
                 if self.hook.teardown is not None and self.state.get("setup_done"):
                     self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
+                if self.tracer is not None:
+                    self.tracer.stop()
                 for plugin in reversed(registered):
                     if pm.is_registered(plugin):
                         pm.unregister(plugin)
@@ -444,7 +479,13 @@ class Trainer:
                                      "torch.optim.AdamW(self.parameters(), lr=1e-3).")
 
     def _register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
-        """Register this run's plugins; calls run LIFO, so the last registered runs first."""
+        """Register this run's plugins.
+
+        pluggy calls implementations LIFO (the last registered runs first, and its wrapper is outermost), so
+        the order below is the reverse of the call order: callbacks and plugins in the order given, then the
+        always-on plugins by identity, then the module, the DataModule, the role plugins and core.defaults.
+        ``tryfirst``/``trylast`` move an implementation within that order. Installation order never matters.
+        """
         pm = self.plugin_manager
         order: list[tuple[str, Any, dict]] = [(Defaults.identity, Defaults(), {})]
         for role in SELECTED_ROLES:
@@ -452,8 +493,8 @@ class Trainer:
         if datamodule is not None:
             order.append(("datamodule", datamodule, {"datamodule": True}))
         order.append(("module", model, {}))
-        order.extend((ident, p, {}) for ident, p in self.autoload_plugins)
-        order.extend((ident, p, {}) for ident, p in self.extra_plugins)
+        order.extend((ident, p, {}) for ident, p in reversed(self.autoload_plugins))
+        order.extend((ident, p, {}) for ident, p in reversed(self.extra_plugins))
         registered = []
         try:
             for identity, plugin, extra in order:
@@ -470,14 +511,30 @@ class Trainer:
         return registered
 
     def _on_exception(self, exc: BaseException) -> None:
-        """Run every ``on_exception`` implementation, even when one of them raises."""
-        caller = self.plugin_manager.hook.on_exception
-        kwargs = {"trainer": self, "module": self.module, "exception": exc}
-        for impl in reversed(caller.get_hookimpls()):
-            try:
-                impl.function(*[kwargs[a] for a in impl.argnames])
-            except Exception:
-                log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+        """Run every ``on_exception`` implementation, even when one of them raises.
+
+        The call goes through pluggy (so tracing sees it and wrappers wrap it), with each plain
+        implementation guarded so that one failing handler cannot hide the others or the original error.
+        """
+        pm = self.plugin_manager
+        impls = [impl if impl.wrapper or impl.hookwrapper else _guarded(impl, exc)
+                 for impl in pm.hook.on_exception.get_hookimpls()]
+        if not impls:
+            return
+        try:
+            pm._hookexec("on_exception", impls, {"trainer": self, "module": self.module, "exception": exc}, False)
+        except Exception:
+            log.exception("an on_exception wrapper raised while handling %r", exc)
+
+    def _name_plugin_in(self, exc: BaseException) -> None:
+        """Add a note to an exception raised inside an installed plugin: which one, and how to switch it off."""
+        pm = self.plugin_manager
+        name = pm.plugin_of_traceback(exc)
+        origin = pm.origins.get(name) if name else None
+        if name is None or origin is None or origin.startswith("ember ") or not hasattr(exc, "add_note"):
+            return
+        dist = origin.rsplit(" ", 1)[0]
+        exc.add_note(f"Raised inside the plugin {name!r} from {origin}. {discovery.switch_off_hint(name, dist)}")
 
     # -- used by the module and the loops -------------------------------------------------------------------
     def _log(self, name: str, value: Any, *, prog_bar: bool, logger: bool, on_step: bool | None,
@@ -586,6 +643,21 @@ class Trainer:
 def _sync_op(entry: MetricEntry) -> str:
     """The collective that ``sync_dist`` applies: the entry's own reduction, or a mean for a callable one."""
     return entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean"
+
+
+def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
+    """A copy of ``impl`` whose exceptions are logged instead of raised."""
+    function = impl.function
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception:
+            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+            return None
+
+    return pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
 
 
 def _module_base() -> type:

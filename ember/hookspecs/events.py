@@ -5,8 +5,10 @@ them; so may the user's module, its DataModule and Lightning-style callbacks, by
 hook's name (no marker needed for event hooks). An implementation takes any subset of the spec's arguments,
 by name. Return values are ignored unless the spec says otherwise.
 
-Order between implementations: callbacks and plugins run before the module, the module before the
-DataModule, and ``tryfirst``/``trylast`` move an implementation to the front or back.
+Order between implementations: the Trainer's ``plugins`` and then its ``callbacks``, each in the order
+given, then always-on plugins by identity, then the module, the DataModule (which runs first for
+``prepare_data``, ``setup`` and ``teardown``) and the role plugins; ``tryfirst``/``trylast`` move an
+implementation to the front or back. The order never depends on the order packages were installed in.
 
 One ``fit`` drives the events in this order (``*`` marks a per-micro-batch event, ``+`` a per-optimizer-step
 event)::

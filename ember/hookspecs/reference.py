@@ -1,19 +1,37 @@
 """The hook reference, generated from the specs' docstrings so that it cannot drift.
 
 ``python -m ember.hookspecs.reference > docs/hooks.md`` rewrites the page; a test fails when it is stale.
-``ember hooks`` lists the same records.
+``python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`` rewrites the typing
+protocols, likewise checked by a test. ``ember hooks`` lists the same records.
+Imports nothing of ember but the spec modules, and no torch.
 """
 
 from __future__ import annotations
 
 import inspect
+import re
 import sys
+import textwrap
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from ember.hookspecs import PROJECT, spec_modules
 
 _FAMILIES = {"events": "Event hooks", "roles": "Role hooks", "config": "Configuration hooks"}
+#: Spec module -> the kind of hook, as ``ember hooks --family`` names it.
+KINDS = {"events": "event", "roles": "role", "config": "configuration"}
+
+_PARAM = re.compile(r"^:param (\w+):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One argument of a spec: its name, its annotation as written, and its ``:param:`` text."""
+
+    name: str
+    annotation: str
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -27,10 +45,32 @@ class SpecRecord:
     doc: str
     firstresult: bool
     section: str
+    params: tuple[Param, ...] = ()
+    returns: str = ""
+    historic: bool = False
+    #: ``:param:`` entries of the docstring by name (including any for names the spec does not have).
+    param_docs: dict[str, str] = field(default_factory=dict)
 
     @property
     def arguments(self) -> list[str]:
         return [p.strip().split(":")[0].strip() for p in self.signature.strip("()").split(",") if p.strip()]
+
+    @property
+    def kind(self) -> str:
+        """``"event"``, ``"role"`` or ``"configuration"``."""
+        return KINDS.get(self.family, self.family)
+
+    @property
+    def typed_signature(self) -> str:
+        """``name(arg: Annotation, ...) -> Return``, as written in the spec."""
+        args = ", ".join(f"{p.name}: {p.annotation}" if p.annotation else p.name for p in self.params)
+        return f"{self.name}({args}) -> {self.returns or 'None'}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "family": self.kind, "section": self.section,
+                "signature": self.typed_signature, "summary": self.summary, "firstresult": self.firstresult,
+                "historic": self.historic, "returns": self.returns, "doc": self.doc,
+                "params": [{"name": p.name, "annotation": p.annotation, "doc": p.doc} for p in self.params]}
 
 
 def _sections(module: object) -> dict[str, str]:
@@ -47,6 +87,27 @@ def _sections(module: object) -> dict[str, str]:
     return out
 
 
+def _annotation(value: Any) -> str:
+    if value is inspect.Parameter.empty or value is inspect.Signature.empty:
+        return ""
+    return value if isinstance(value, str) else inspect.formatannotation(value)
+
+
+def _param_docs(doc: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    current: str | None = None
+    for line in doc.splitlines():
+        match = _PARAM.match(line.strip())
+        if match:
+            current = match.group(1)
+            out[current] = match.group(2).strip()
+        elif current is not None and line.startswith((" ", "\t")) and line.strip():
+            out[current] += " " + line.strip()
+        else:
+            current = None
+    return out
+
+
 def iter_specs() -> Iterator[SpecRecord]:
     """Every hook spec, in source order within each family."""
     for module in spec_modules():
@@ -60,9 +121,26 @@ def iter_specs() -> Iterator[SpecRecord]:
             sig = inspect.signature(fn)
             params = ", ".join(sig.parameters)
             doc = inspect.cleandoc(fn.__doc__ or "")
+            param_docs = _param_docs(doc)
             yield SpecRecord(family=family, name=fn.__name__, signature=f"({params})",
                              summary=doc.split("\n\n")[0].replace("\n", " "), doc=doc,
-                             firstresult=bool(opts.get("firstresult")), section=sections.get(fn.__name__, ""))
+                             firstresult=bool(opts.get("firstresult")), section=sections.get(fn.__name__, ""),
+                             params=tuple(Param(p.name, _annotation(p.annotation), param_docs.get(p.name, ""))
+                                          for p in sig.parameters.values()),
+                             returns=_annotation(sig.return_annotation), historic=bool(opts.get("historic")),
+                             param_docs=param_docs)
+
+
+def specs() -> list[SpecRecord]:
+    """Every hook spec, in documentation order."""
+    return list(iter_specs())
+
+
+def spec_names() -> frozenset[str]:
+    return frozenset(s.name for s in iter_specs())
+
+
+# -- docs/hooks.md --------------------------------------------------------------------------------------------
 
 
 def _markdown_doc(doc: str) -> str:
@@ -108,5 +186,86 @@ def render_markdown() -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+# -- ember/hookspecs/protocols.py -----------------------------------------------------------------------------
+
+
+def protocol_name(hook: str) -> str:
+    """``on_train_batch_end`` -> ``OnTrainBatchEnd``."""
+    return "".join(part.capitalize() for part in hook.split("_"))
+
+
+def _none_ok(annotation: str) -> bool:
+    parts = {p.strip() for p in annotation.split("|")}
+    return bool(parts & {"None", "Any", ""})
+
+
+def render_protocols() -> str:
+    """The source of :mod:`ember.hookspecs.protocols`: one ``Protocol`` per hook, plus ``EventHooks``."""
+    all_specs = specs()
+    lines = [
+        '"""Typing protocols for hook implementations, one per hook, generated from the specifications.',
+        "",
+        "Generated by ``python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py``; do not",
+        "edit (a test checks that it matches the specs). For type checkers only: at run time every name here is",
+        "an empty class, so inheriting one adds no hook implementation to a plugin. See docs/writing-plugins.md,",
+        '"Type checking".',
+        "",
+        "    class GradNorm(OnBeforeOptimizerStep):",
+        "        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: Optimizer) -> None:",
+        "            ...",
+        "",
+        "A type checker then reports an implementation whose argument or return types differ from the spec's. It",
+        "also reports one that takes only some of the spec's arguments (allowed at run time) and a wrapper",
+        "(which returns a generator): do not inherit the protocol for those.",
+        '"""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import TYPE_CHECKING",
+        "",
+        "__all__ = [",
+    ]
+    names = [protocol_name(s.name) for s in all_specs] + ["EventHooks"]
+    lines += [f'    "{n}",' for n in sorted(names)]
+    lines += ["]", "", "if TYPE_CHECKING:"]
+    lines += [
+        "    from contextlib import AbstractContextManager",
+        "    from typing import Any, Protocol",
+        "",
+        "    import torch",
+        "",
+        "    from ember.core.trainer import Trainer",
+    ]
+    for spec in all_specs:
+        args = ", ".join(["self"] + [f"{p.name}: {p.annotation}" if p.annotation else p.name for p in spec.params])
+        lines += ["", f"    class {protocol_name(spec.name)}(Protocol):",
+                  f'        """``{spec.name}`` ({spec.kind} hook{", firstresult" if spec.firstresult else ""})."""',
+                  "",
+                  f"        def {spec.name}({args}) -> {spec.returns or 'None'}:"]
+        summary = spec.summary.replace('"""', "'''").replace("\\", "\\\\")
+        wrapped = textwrap.wrap(summary, width=100, initial_indent="", subsequent_indent="            ")
+        if len(wrapped) == 1:
+            lines.append(f'            """{wrapped[0]}"""')
+        else:
+            lines.append(f'            """{wrapped[0]}')
+            lines += wrapped[1:]
+            lines.append('            """')
+        # A body that returns None keeps a type checker from calling the method abstract, so a class can
+        # inherit EventHooks and implement only some hooks; hooks that must answer something stay abstract.
+        lines.append("            return None" if _none_ok(spec.returns) else "            ...")
+    events = [protocol_name(s.name) for s in all_specs if s.kind == "event"]
+    lines += ["", "    class EventHooks(", *[f"        {n}," for n in events], "        Protocol,", "    ):",
+              '        """Every event hook with its full signature: a typed base for Lightning-style callbacks."""',
+              "", "else:", "",
+              "    def _empty(name: str) -> type:",
+              '        return type(name, (), {"__doc__": f"Typing protocol {name} (empty at run time).",'
+              ' "__module__": __name__})',
+              "",
+              "    for _name in __all__:",
+              "        globals()[_name] = _empty(_name)",
+              "    del _name", ""]
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    sys.stdout.write(render_markdown())
+    sys.stdout.write(render_protocols() if "--protocols" in sys.argv[1:] else render_markdown())

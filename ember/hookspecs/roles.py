@@ -5,7 +5,8 @@ it. The active plugin of the role implements it; ember's core registers a ``tryl
 (identity ``core.defaults``) that answers every role hook the plain PyTorch way, so a role plugin implements
 only what it changes. Any plugin may wrap a role hook with ``@hookimpl(wrapper=True)`` to act around it
 (``result = yield`` returns the answer); the 16-mixed precision, for example, wraps ``step`` in
-``torch.autocast``. Wrappers nest: the first registered wrapper is the outermost.
+``torch.autocast``. Wrappers nest in the order implementations run (see :mod:`ember.hookspecs.events`): the
+first is the outermost.
 
 Role hooks are not called as Lightning-style method hooks: a module or callback must mark an implementation
 with ``@ember.hookimpl`` to take part.

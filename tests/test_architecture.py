@@ -1,0 +1,84 @@
+"""The dependency rules of design.md section 1, checked on the source: ``ember.core`` reaches plugins only
+through the plugin manager, and ``ember.hookspecs`` imports nothing of ember but its markers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ember
+
+PACKAGE = Path(ember.__file__).parent
+
+
+def imported_modules(path: Path, *, skip_type_checking: bool) -> list[tuple[int, str]]:
+    package = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+    return scan(path.read_text(), package, skip_type_checking=skip_type_checking)
+
+
+def scan(source: str, package: str, *, skip_type_checking: bool) -> list[tuple[int, str]]:
+    """Every module ``source`` (a module of ``package``) imports, with the line; relative imports resolved."""
+    tree = ast.parse(source)
+    skipped: set[int] = set()
+    if skip_type_checking:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skipped |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found += [(node.lineno, module)]
+            found += [(node.lineno, f"{module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def sources(subpackage: str) -> list[Path]:
+    files = sorted((PACKAGE / subpackage).rglob("*.py"))
+    assert files, subpackage
+    return files
+
+
+@pytest.mark.parametrize("path", sources("core"), ids=lambda p: p.name)
+def test_core_never_imports_plugins(path: Path) -> None:
+    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=False)
+           if m == "ember.plugins" or m.startswith("ember.plugins.")]
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sources("hookspecs"), ids=lambda p: p.name)
+def test_hookspecs_import_nothing_of_ember_but_their_markers(path: Path) -> None:
+    """Within the package anything goes (the markers, the spec modules); outside it, nothing at run time
+    (``Trainer`` and the like only under ``TYPE_CHECKING``, for annotations)."""
+    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=True)
+           if (m == "ember" or m.startswith("ember.")) and not (m == "ember.hookspecs" or
+                                                             m.startswith("ember.hookspecs."))]
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {bad} at run time"
+
+
+def test_the_scan_sees_every_kind_of_import() -> None:
+    source = """
+import ember.plugins.precision
+from ember.plugins import accelerators
+from ..plugins.strategies import single_device
+from . import errors
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    from ember.plugins.precision.fp16_mixed import FP16Mixed
+"""
+    everything = {m for _, m in scan(source, "ember.core", skip_type_checking=False)}
+    assert {"ember.plugins.precision", "ember.plugins", "ember.plugins.strategies", "ember.core",
+            "ember.core.errors", "ember.plugins.precision.fp16_mixed"} <= everything
+    at_run_time = {m for _, m in scan(source, "ember.core", skip_type_checking=True)}
+    assert "ember.plugins.precision.fp16_mixed" not in at_run_time
+    assert "ember.plugins.strategies.single_device" in at_run_time

@@ -1,0 +1,193 @@
+"""Every hook specification is documented in the required shape and is exercised by a run in this file;
+the typing protocols are generated from the specs and up to date."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import ember
+from ember.hookspecs import spec_modules
+from ember.hookspecs.reference import SpecRecord, render_protocols, specs
+from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
+
+ALL_SPECS = specs()
+
+#: Hooks nothing in ember calls yet: the features that call them are built in other pieces of work. Each entry
+#: must leave this list as soon as something calls it (test_the_allow_list_only_holds_hooks_never_called fails
+#: then, saying which entry to remove).
+NOT_CALLED_YET = {
+    # Checkpoint saving and restoring (ckpt_path=..., checkpoint callbacks) call these.
+    "on_save_checkpoint": "checkpoints",
+    "on_load_checkpoint": "checkpoints",
+    "save_checkpoint": "checkpoints",
+    "load_checkpoint": "checkpoints",
+    "remove_checkpoint": "checkpoints",
+    # Agreement across processes (should_stop, early stopping, checkpoint monitors) calls this.
+    "reduce_boolean_decision": "distributed strategies and monitoring callbacks",
+}
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.split())
+
+
+# -- documentation ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: s.name)
+def test_every_spec_is_documented_in_the_required_shape(spec: SpecRecord) -> None:
+    assert spec.summary and spec.summary.endswith((".", ")")), f"{spec.name}: no one-line summary"
+    names = [p.name for p in spec.params]
+    undocumented = [n for n in names if not spec.param_docs.get(n)]
+    assert not undocumented, f"{spec.name}: no ':param <name>:' line for {undocumented}"
+    stale = sorted(set(spec.param_docs) - set(names))
+    assert not stale, f"{spec.name}: ':param:' for arguments it does not have: {stale}"
+    if spec.firstresult:
+        assert "Stops at first non-None result" in _normalised(spec.doc), \
+            f"{spec.name} is firstresult: its docstring must say 'Stops at first non-None result'"
+    assert all(p.annotation for p in spec.params) and spec.returns, f"{spec.name}: annotate every argument"
+    if "trainer" in names:
+        assert names[0] == "trainer", f"{spec.name}: 'trainer' comes first"
+
+
+@pytest.mark.parametrize("module", spec_modules(), ids=lambda m: m.__name__)
+def test_spec_arguments_can_be_passed_by_name(module) -> None:
+    for name, function in vars(module).items():
+        if hasattr(function, "ember_spec"):
+            kinds = {p.kind for p in inspect.signature(function).parameters.values()}
+            assert kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD}, name
+
+
+def test_typing_protocols_are_generated_from_the_specs() -> None:
+    path = Path(ember.__file__).parent / "hookspecs" / "protocols.py"
+    assert path.read_text() == render_protocols(), (
+        "ember/hookspecs/protocols.py is out of date: run "
+        "`python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`")
+
+
+def test_protocols_are_empty_at_run_time() -> None:
+    from ember.hookspecs import protocols
+
+    class Callback(protocols.EventHooks, protocols.OnTrainStart):
+        pass
+
+    assert ember.testing.check_plugin(Callback()) == []
+    assert set(protocols.__all__) == {re.sub(r"(^|_)(\w)", lambda m: m.group(2).upper(), s.name)
+                                      for s in ALL_SPECS} | {"EventHooks"}
+
+
+# -- every spec is exercised ----------------------------------------------------------------------------------
+
+
+def _probe() -> Any:
+    """A plugin with a pass-through wrapper around every hook, so that every hook the loop reaches is called
+    (a hook nobody implements is skipped) without changing what any hook does."""
+
+    def make(name: str) -> Any:
+        def wrapper(self: Any) -> Any:
+            return (yield)
+
+        wrapper.__name__ = name
+        return ember.hookimpl(wrapper=True)(wrapper)
+
+    return type("EveryHook", (), {s.name: make(s.name) for s in ALL_SPECS})()
+
+
+class CollectivesUser(TinyClassifier):
+    """Uses the collectives a module or plugin may call: all_gather, reduce, broadcast, barrier."""
+
+    def on_train_epoch_end(self) -> None:
+        gathered = self.all_gather(torch.ones(2))
+        assert gathered.shape == (1, 2)
+        assert self.trainer.reduce(torch.tensor(3.0), "sum") == 3.0
+        assert self.trainer.broadcast({"a": 1}) == {"a": 1}
+        self.trainer.barrier("epoch end")
+
+
+class ManualOptimization(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        optimizer = self.optimizers()
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        optimizer.zero_grad()
+        self.manual_backward(loss)
+        self.clip_gradients(optimizer, gradient_clip_val=1.0, gradient_clip_algorithm="norm")
+        optimizer.step()
+
+
+class Fails(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        raise RuntimeError("failing on purpose")
+
+
+class WithData(CollectivesUser):
+    """Also a data source: prepare_data and the transfer hooks are hooks of the module."""
+
+    def prepare_data(self) -> None:
+        pass
+
+
+def _runs(tmp_path: Path) -> list[str]:
+    """Representative runs: fit (sanity check, clipping, logging), validate, test, predict, manual
+    optimization, an exception, and 64-bit precision (which converts module and input)."""
+    called: list[str] = []
+    train, val = tiny_loaders(n=32)
+
+    def trainer(**kwargs: Any) -> ember.Trainer:
+        args = {"max_epochs": 1, "num_sanity_val_steps": 1, "limit_train_batches": 2, "limit_val_batches": 1,
+                "log_every_n_steps": 1, "default_root_dir": str(tmp_path), "plugins": [_probe()], **kwargs}
+        t = ember.Trainer(**args)
+        recorder = HookRecorder().attach(t)
+        runs.append(recorder)
+        return t
+
+    runs: list[HookRecorder] = []
+    t = trainer(gradient_clip_val=0.5)
+    t.fit(WithData(), train, val)
+    t.validate(dataloaders=val, verbose=False)
+    t.test(dataloaders=val, verbose=False)
+    t.predict(dataloaders=val)
+    trainer().fit(ManualOptimization(), train, val)
+    with pytest.raises(RuntimeError, match="failing on purpose"):
+        trainer().fit(Fails(), train, val)
+    trainer(precision="64-true").fit(TinyClassifier(), train, val)
+    for recorder in runs:
+        called.extend(recorder.names)
+    return called
+
+
+@pytest.fixture(scope="module")
+def called_hooks(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    return set(_runs(tmp_path_factory.mktemp("runs")))
+
+
+def test_every_spec_is_called_by_a_representative_run(called_hooks: set[str]) -> None:
+    never = sorted({s.name for s in ALL_SPECS} - called_hooks - set(NOT_CALLED_YET))
+    assert not never, f"hooks no representative run calls: {never}; add a run that reaches them"
+
+
+def test_the_allow_list_only_holds_hooks_never_called(called_hooks: set[str]) -> None:
+    assert set(NOT_CALLED_YET) <= {s.name for s in ALL_SPECS}, "the allow-list names a hook that does not exist"
+    now_called = sorted(set(NOT_CALLED_YET) & called_hooks)
+    assert not now_called, f"remove {now_called} from NOT_CALLED_YET: a representative run calls them now"
+
+
+def test_the_runs_call_hooks_with_their_spec_arguments(tmp_path: Path) -> None:
+    # pluggy ignores a misspelled keyword in a call; check every call passes exactly the spec's arguments.
+    t = ember.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1,
+                      plugins=[_probe()], default_root_dir=str(tmp_path))
+    recorder = HookRecorder().attach(t)
+    t.fit(WithData(), *tiny_loaders(n=32))
+    params = {s.name: [p.name for p in s.params] for s in ALL_SPECS}
+    for (name, _), kwargs in zip(recorder.calls, recorder.kwargs, strict=True):
+        assert sorted(kwargs) == sorted(params[name]), f"{name} called with {sorted(kwargs)}"
