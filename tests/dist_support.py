@@ -15,7 +15,7 @@ import subprocess
 import time
 from types import ModuleType
 
-SCRIPTS = pathlib.Path(__file__).resolve().parent / "dist"
+SCRIPTS = pathlib.Path(__file__).resolve().parent / "multiprocess"
 #: Variables a launcher sets; a test job must not inherit them from the test run.
 _LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
                   "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST")

@@ -15,7 +15,7 @@ import ember
 
 @pytest.fixture(scope="module")
 def ddp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict[str, dict]]:
-    """Run tests/dist/ddp_job.py once (it starts 2 processes itself); the per-rank results and rank 0's weights."""
+    """Run tests/multiprocess/ddp_job.py once (it starts 2 processes itself); the per-rank results and rank 0's weights."""
     out = tmp_path_factory.mktemp("ddp")
     run([sys.executable, str(SCRIPTS / "ddp_job.py"), str(out)], cwd=out, timeout=150)
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]

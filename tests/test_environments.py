@@ -4,7 +4,10 @@ the strategy, and the errors for a job whose shape does not match the Trainer's 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -164,3 +167,57 @@ def test_a_killed_rank_is_described_by_its_signal() -> None:
 
     error = describe_failure(ChildFailedError("job", {0: ProcessFailure(0, 7, -9, "<N/A>")}))
     assert str(error) == "rank 0 (local rank 0, pid 7) failed: killed by signal SIGKILL"
+
+
+@pytest.fixture
+def fake_scontrol(tmp_path: Any, no_launcher: pytest.MonkeyPatch) -> Any:
+    """An ``scontrol`` on PATH that records its arguments (there is no SLURM here)."""
+    calls = tmp_path / "scontrol.log"
+    script = tmp_path / "bin" / "scontrol"
+    script.parent.mkdir()
+    script.write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\n")
+    script.chmod(0o755)
+    no_launcher.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    for k, v in SLURM.items():
+        no_launcher.setenv(k, v)
+    return calls
+
+
+def test_slurm_requeues_the_job_from_rank_zero(fake_scontrol: Any, no_launcher: pytest.MonkeyPatch) -> None:
+    env = slurm.SLURMEnvironment()
+    assert env.requeue(trainer=SimpleNamespace(global_rank=1), signum=signal.SIGUSR1, requested=False) is True
+    assert not fake_scontrol.exists()
+    assert env.requeue(trainer=SimpleNamespace(global_rank=0), signum=signal.SIGTERM, requested=False) is None
+    assert env.requeue(trainer=SimpleNamespace(global_rank=0), signum=signal.SIGUSR1, requested=False) is True
+    no_launcher.setenv("SLURM_ARRAY_JOB_ID", "700")
+    no_launcher.setenv("SLURM_ARRAY_TASK_ID", "3")
+    assert env.requeue(trainer=SimpleNamespace(global_rank=0), signum=signal.SIGTERM, requested=True) is True
+    assert fake_scontrol.read_text().splitlines() == ["requeue 12345", "requeue 700_3"]
+    assert slurm.SLURMEnvironment(auto_requeue=False).requeue(
+        trainer=SimpleNamespace(global_rank=0), signum=signal.SIGUSR1, requested=True) is None
+
+
+def test_slurms_warning_signal_checkpoints_stops_and_requeues(tmp_path: Any, fake_scontrol: Any,
+                                                               no_launcher: pytest.MonkeyPatch) -> None:
+    signals = pytest.importorskip("ember.core.signals", reason="needs ember's checkpointed stops")
+    for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "1",
+                 "SLURM_NODEID": "0"}.items():
+        no_launcher.setenv(k, v)
+
+    class WarnAtStep3:
+        def on_train_batch_end(self, trainer: Any) -> None:
+            if trainer.global_step == 3:
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+    previous = signal.getsignal(signal.SIGUSR1)
+    trainer = ember.Trainer(max_epochs=5, num_sanity_val_steps=0, enable_progress_bar=False, logger=False,
+                            default_root_dir=str(tmp_path), callbacks=[WarnAtStep3()])
+    assert trainer.role_identities["environment"] == "environment.slurm"
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(32, 8), torch.zeros(32).long()),
+                                       batch_size=4)
+    with pytest.raises(signals.SignalExit) as stopped:
+        trainer.fit(TinyClassifier(), data)
+    assert stopped.value.signum == signal.SIGUSR1 and trainer.global_step == 3
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
+    assert fake_scontrol.read_text().splitlines() == ["requeue 12345"]
+    assert signal.getsignal(signal.SIGUSR1) is previous  # put back after the run

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import signal
+import subprocess
+import threading
 from typing import Any
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins.environments import env_int
+
+log = logging.getLogger("ember")
 
 #: Job names SLURM gives interactive allocations, where the shell (not srun) starts processes.
 _INTERACTIVE = ("bash", "interactive")
@@ -47,12 +53,29 @@ def _tasks_per_node() -> int | None:
     return int(m.group(0)) if m else None
 
 
+def job_id() -> str | None:
+    """The id ``scontrol requeue`` takes: ``<array job>_<task>`` for an array task, else the job id."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
 class SLURMEnvironment:
     """Reads ``SLURM_PROCID``, ``SLURM_LOCALID``, ``SLURM_NODEID``, ``SLURM_NTASKS`` and the node list; rank 0's
-    host is the first node of the job, its port ``MASTER_PORT`` or one derived from the job id."""
+    host is the first node of the job, its port ``MASTER_PORT`` or one derived from the job id.
+
+    Requeue: with ``auto_requeue`` (the default), the signal SLURM sends before the time limit
+    (``#SBATCH --signal=USR1@90``; ``requeue_signal``, SIGUSR1 by default) makes the fit write its checkpoint at
+    the next safe point and stop, and global rank 0 then runs ``scontrol requeue <job id>``: the job starts
+    again and resumes with ``ckpt_path="last"``.
+    """
 
     role = "environment"
     identity = "environment.slurm"
+
+    def __init__(self, auto_requeue: bool = True, requeue_signal: int = signal.SIGUSR1) -> None:
+        self.auto_requeue = auto_requeue
+        self.requeue_signal = signal.Signals(requeue_signal)
+        self._previous: Any = None
 
     @staticmethod
     def auto_select(config: Any) -> int | None:
@@ -80,3 +103,43 @@ class SLURMEnvironment:
             "main_port": main_port(os.environ.get("SLURM_JOB_ID")),
             "launched": True,
         }
+
+    # -- requeue on SLURM's warning signal ---------------------------------------------------------------------
+    @hookimpl
+    def setup(self, trainer: Any, stage: str) -> None:
+        if stage != "fit" or not self.auto_requeue or threading.current_thread() is not threading.main_thread():
+            return
+        try:
+            from ember.core.signals import request_stop
+        except ImportError:  # an ember without checkpointed stops: leave the signal alone
+            return
+
+        def handle(signum: int, frame: Any) -> None:
+            log.warning("received %s from SLURM: checkpointing, then requeueing the job", signal.Signals(signum).name)
+            request_stop(trainer, signum, requeue=True)
+
+        self._previous = signal.signal(self.requeue_signal, handle)
+
+    @hookimpl
+    def teardown(self) -> None:
+        if self._previous is not None:
+            signal.signal(self.requeue_signal, self._previous)
+            self._previous = None
+
+    @hookimpl(optionalhook=True)
+    def requeue(self, trainer: Any, signum: int, requested: bool) -> Any:
+        if not self.auto_requeue or not (requested or signum == self.requeue_signal):
+            return None
+        if trainer.global_rank != 0:
+            return True
+        job = job_id()
+        try:
+            done = subprocess.run(["scontrol", "requeue", str(job)], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            log.warning("could not requeue SLURM job %s: %s", job, exc)
+            return True
+        if done.returncode:
+            log.warning("scontrol requeue %s failed (exit code %d): %s", job, done.returncode, done.stderr.strip())
+        else:
+            log.warning("requeued SLURM job %s", job)
+        return True

@@ -213,6 +213,24 @@ class ProcessGroupStrategy:
     def on_exception(self) -> None:
         _state["failed"] = True
 
+    # -- checkpoints --------------------------------------------------------------------------------------------
+    @hookimpl
+    def on_save_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        """Keep every rank's random state, not only that of the rank that writes the file: ranks that draw
+        differently (dropout seeded by rank, say) then resume exactly too. Every rank builds the checkpoint."""
+        import torch.distributed as dist
+
+        if "rng" in checkpoint and self._active(trainer):
+            states: list[Any] = [None] * trainer.world_size
+            dist.all_gather_object(states, checkpoint["rng"])
+            checkpoint.setdefault("plugins", {})[self.identity] = {"rng": states}
+
+    @hookimpl
+    def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        states = checkpoint.get("plugins", {}).get(self.identity, {}).get("rng")
+        if isinstance(states, list) and len(states) == trainer.world_size:
+            checkpoint["rng"] = states[trainer.global_rank]
+
     # -- data ---------------------------------------------------------------------------------------------------
     @hookimpl
     def process_dataloader(self, trainer: Any, dataloader: Any, stage: str) -> Any:

@@ -195,7 +195,8 @@ class FSDPStrategy(ProcessGroupStrategy):
         return checkpoint
 
     @hookimpl
-    def on_load_checkpoint(self, trainer: Any) -> None:
+    def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        super().on_load_checkpoint(trainer, checkpoint)
         sharded_checkpoint.shard_optimizer_states(trainer.optimizers)
 
     @hookimpl(tryfirst=True)
