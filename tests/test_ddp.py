@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from dist_support import SCRIPTS, load_script, run
 
 import ember
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process write their logs and checkpoints under the test's own directory."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 from dist_support import SCRIPTS, load_script, run
 
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process write their logs and checkpoints under the test's own directory."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.mark.parametrize("devices", [1, 2])

@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,6 +27,11 @@ SLURM = {"SLURM_NTASKS": "4", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_
          "SLURM_JOB_NODELIST": "gpu[003-004]", "SLURM_JOB_NUM_NODES": "2", "SLURM_NTASKS_PER_NODE": "2",
          "SLURM_JOB_NAME": "train"}
 _ALL = {*TORCHRUN, *SLURM, "NODE_RANK", "SLURM_NODELIST", "SLURM_NNODES", "SLURM_TASKS_PER_NODE"}
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process write their logs and checkpoints under the test's own directory."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,12 @@ from dist_support import SCRIPTS, load_script, run
 
 import ember
 from ember.cli import main as ember_cli
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process write their logs and checkpoints under the test's own directory."""
+    monkeypatch.chdir(tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,11 @@ KILL_TIMEOUT = 2
 #: busy two-core machine.
 SLACK = 20
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs in this process write their logs and checkpoints under the test's own directory."""
+    monkeypatch.chdir(tmp_path)
+
 
 @pytest.mark.slow
 def test_two_nodes_on_loopback_with_torchrun(tmp_path: Path) -> None:
