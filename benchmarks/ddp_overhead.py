@@ -6,7 +6,8 @@ Starts ``--nproc`` processes with ember's launcher (gloo on the CPU; NCCL, one G
 available). In every process both loops train a 32-64-10 MLP with AdamW on batches of 32 per process drawn
 through a ``DistributedSampler``: the raw loop wraps the network in ``DistributedDataParallel`` itself, ember
 runs ``Trainer(strategy="ddp")``. Runs are interleaved (raw, ember, raw, ember, ...), each starts after a
-barrier and is timed from before the DDP wrap to after the last step; a run's time is the slowest rank's.
+barrier; its training is timed from the first step to after the last (ember's from ``on_train_start``),
+its set-up (model, DDP wrap, sampler; ember's Trainer too) separately. A run's time is the slowest rank's.
 The table shows medians with min-max; the overhead per step in microseconds and the ratio ember/raw are the
 medians over the pairs (each ember run against the raw run just before it), which keeps the drift of a busy
 machine out of them.
@@ -68,7 +69,18 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def raw(dataset: TensorDataset, device: torch.device, accumulate: int) -> float:
+class StartClock:
+    """Marks when training starts (after ember's set-up); implements no per-step hook, so it costs nothing."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+
+    def on_train_start(self) -> None:
+        self.started = time.perf_counter()
+
+
+def raw(dataset: TensorDataset, device: torch.device, accumulate: int) -> tuple[float, float]:
+    """(set-up seconds, training seconds) of a hand-written DDP loop."""
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(0)
@@ -79,6 +91,7 @@ def raw(dataset: TensorDataset, device: torch.device, accumulate: int) -> float:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loader = DataLoader(dataset, batch_size=BATCH, sampler=DistributedSampler(dataset, shuffle=True, seed=0))
     n = len(loader)
+    started = time.perf_counter()
     for i, (x, y) in enumerate(loader):
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         last = (i + 1) % accumulate == 0 or i + 1 == n
@@ -93,19 +106,24 @@ def raw(dataset: TensorDataset, device: torch.device, accumulate: int) -> float:
         if last:
             opt.step()
     _sync(device)
-    return time.perf_counter() - start
+    end = time.perf_counter()
+    return started - start, end - started
 
 
-def with_ember(dataset: TensorDataset, device: torch.device, accumulate: int) -> float:
+def with_ember(dataset: TensorDataset, device: torch.device, accumulate: int) -> tuple[float, float]:
+    """(set-up seconds, training seconds) of ``Trainer(strategy="ddp").fit``."""
     torch.manual_seed(0)
+    clock = StartClock()
     dist.barrier()
     start = time.perf_counter()
     model = TinyModule()
     trainer = ember.Trainer(strategy="ddp", accelerator=device.type, devices="auto", max_epochs=1,
-                            num_sanity_val_steps=0, accumulate_grad_batches=accumulate, **off_args())
+                            num_sanity_val_steps=0, accumulate_grad_batches=accumulate, callbacks=[clock],
+                            **off_args())
     trainer.fit(model, DataLoader(dataset, batch_size=BATCH, shuffle=True))
     _sync(device)
-    return time.perf_counter() - start
+    end = time.perf_counter()
+    return clock.started - start, end - clock.started
 
 
 def slowest(seconds: float, device: torch.device) -> float:
@@ -129,12 +147,15 @@ def worker(steps: int, repeats: int) -> None:
               f"{dist.get_backend()}, {'CUDA ' + torch.cuda.get_device_name(device) if cuda else 'CPU, 1 thread each'}, "
               f"{steps} steps x {repeats} repeats, batch {BATCH} per process")
         print(f"{'loop':30} {'us/step median (min-max)':>28} {'overhead us':>12} {'ratio':>7}")
+    setups: dict[str, list[float]] = {"raw": [], "ember": []}
     for label, accumulate in (("", 1), (" (accumulate 2)", 2)):
         raw(dataset, device, accumulate), with_ember(dataset, device, accumulate)  # warm-up
         a, b = [], []
         for _ in range(repeats):
-            a.append(slowest(raw(dataset, device, accumulate), device) / steps * 1e6)
-            b.append(slowest(with_ember(dataset, device, accumulate), device) / steps * 1e6)
+            for name, run, times in (("raw", raw, a), ("ember", with_ember, b)):
+                setup, train = run(dataset, device, accumulate)
+                setups[name].append(slowest(setup, device))
+                times.append(slowest(train, device) / steps * 1e6)
         if dist.get_rank() == 0:
             ma, mb = statistics.median(a), statistics.median(b)
             # Paired: each ember run against the raw run just before it, so that drift of a shared machine
@@ -144,6 +165,9 @@ def worker(steps: int, repeats: int) -> None:
             print(f"{'raw DDP' + label:30} {ma:10.1f} ({min(a):.1f}-{max(a):.1f}) {'':>12} {'1.000':>7}")
             print(f"{'ember ddp' + label:30} {mb:10.1f} ({min(b):.1f}-{max(b):.1f}) {diff:12.1f} {ratio:7.3f}",
                   flush=True)
+    if dist.get_rank() == 0:
+        print(f"set-up before the first step, once per fit (median): raw {statistics.median(setups['raw']) * 1e3:.1f} ms, "
+              f"ember {statistics.median(setups['ember']) * 1e3:.1f} ms")
     dist.destroy_process_group()
 
 
