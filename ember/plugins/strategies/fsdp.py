@@ -30,6 +30,7 @@ import torch
 
 from ember.core.defaults import STEP_METHODS
 from ember.core.errors import ConfigurationError
+from ember.core.plugin_manager import EmberWarning
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating
@@ -193,6 +194,18 @@ class FSDPStrategy(ProcessGroupStrategy):
         if trainer is not None and isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
             checkpoint["state_dict"] = sharded_checkpoint.shard_module_state(checkpoint["state_dict"], trainer.module)
         return checkpoint
+
+    @hookimpl
+    def on_save_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        super().on_save_checkpoint(trainer, checkpoint)
+        progress = checkpoint.get("loops", {}).get("fit", {})
+        k, batch_idx = trainer.config.accumulate_grad_batches, progress.get("batch_idx", -1)
+        if k > 1 and progress.get("phase") == "batch" and (batch_idx + 1) % k and \
+                batch_idx + 1 < trainer.num_training_batches and trainer.global_rank == 0:
+            warnings.warn("a checkpoint is written in the middle of a gradient-accumulation window under FSDP: the "
+                          "gradients accumulated so far are held unsharded inside FSDP and are not in it, so a run "
+                          "resumed from it will not match one that never stopped. Save at optimizer steps (e.g. "
+                          "ModelCheckpoint(every_n_train_steps=...)) for an exact resume.", EmberWarning, stacklevel=2)
 
     @hookimpl
     def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
