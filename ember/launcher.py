@@ -56,9 +56,11 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
     ``rdzv_backend="static"`` (the default) needs every node's ``node_rank`` and rank 0's ``main_address`` and
     ``main_port`` (a free port is picked on a single node); ``"c10d"`` lets the nodes meet at
     ``rdzv_endpoint`` (``host:port``) and numbers them itself. Returns 0 when every process succeeded;
-    raises :class:`ember.WorkerFailedError` for the process that failed first.
+    raises :class:`ember.WorkerFailedError` for the process that failed first, and ``SystemExit(128 + signal)``
+    when this process is interrupted (Ctrl-C: the processes get the signal too).
     """
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -104,6 +106,8 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
                 elastic_launch(config, entrypoint=sys.executable)(*argv)
         except ChildFailedError as err:
             raise describe_failure(err) from None
+        except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
+            raise SystemExit(128 + int(sig.sigval)) from None
     return 0
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 import uuid
@@ -72,3 +74,21 @@ def test_a_failing_rank_stops_every_process_and_is_reported(tmp_path: Path, mode
         assert "rank 0: RuntimeError" in out and "(after another rank failed)" in out
     else:
         assert out.count("ember run: rank 1") == 1
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_process_with_the_signals_exit_status(tmp_path: Path) -> None:
+    job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "sleep_job.py"),
+               str(tmp_path)], cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"pid{r}").exists() for r in range(2)):
+        assert time.monotonic() < deadline and job.proc.poll() is None, job.wait(1)[1]
+        time.sleep(0.1)
+    pids = [int((tmp_path / f"pid{r}").read_text()) for r in range(2)]
+    os.killpg(job.proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
+    code, out = job.wait(timeout=30, cleanup=False)
+    try:
+        assert not [pid for pid in pids if alive(pid)], out
+    finally:
+        job.kill_group()
+    assert code == 128 + signal.SIGINT, out
