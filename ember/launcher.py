@@ -142,11 +142,11 @@ def _kill_timeout_on_failure() -> Iterator[None]:
                 pcontext.close = close_within_timeout
             return started
 
-    api.LocalElasticAgent = Agent
+    api.LocalElasticAgent = Agent  # type: ignore[misc]
     try:
         yield
     finally:
-        api.LocalElasticAgent = base
+        api.LocalElasticAgent = base  # type: ignore[misc]
 
 
 def _ember_info(failure: Any) -> dict:

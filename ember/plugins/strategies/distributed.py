@@ -282,7 +282,7 @@ class ProcessGroupStrategy:
         if sync_grads:  # gradients of the gathered tensor flow back to each rank's own part (summed)
             from torch.distributed import _functional_collectives as fc
 
-            gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)
+            gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)  # type: ignore[arg-type]
             return (gathered * 1).to(device)  # ``* 1`` waits for the collective and gives a plain tensor
         parts = [torch.empty_like(local) for _ in range(trainer.world_size)]
         dist.all_gather(parts, local)

@@ -123,7 +123,7 @@ class FSDPStrategy(ProcessGroupStrategy):
             for m in targets:
                 m.to_empty(device=device, recurse=False)
                 with torch.no_grad():
-                    m.reset_parameters()
+                    m.reset_parameters()  # type: ignore[operator]
 
     @hookimpl(wrapper=True)
     def convert_module(self, trainer: Any, module: torch.nn.Module) -> Generator[None, Any, Any]:

@@ -53,8 +53,9 @@ class ShardedSampler(DistributedSampler):
 
     def set_epoch(self, epoch: int) -> None:
         super().set_epoch(epoch)
-        if callable(getattr(self.sampler, "set_epoch", None)):
-            self.sampler.set_epoch(epoch)
+        inner = getattr(self.sampler, "set_epoch", None)
+        if callable(inner):
+            inner(epoch)
 
 
 class UnpaddedDistributedSampler(DistributedSampler):
@@ -81,7 +82,7 @@ def sampler_for(loader: DataLoader, num_replicas: int, rank: int, stage: str) ->
     (iterable datasets, a sampler that is already distributed)."""
     if isinstance(loader.dataset, IterableDataset):
         return None
-    sampler = loader.batch_sampler.sampler if loader.batch_size is None and isinstance(loader.batch_sampler,
+    sampler: Any = loader.batch_sampler.sampler if loader.batch_size is None and isinstance(loader.batch_sampler,
                                                                                           BatchSampler) \
         else loader.sampler
     if isinstance(sampler, DistributedSampler):

@@ -129,10 +129,12 @@ def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = 
     like = module.state_dict()
     template: dict[str, Any] = {}
     for key, meta in metadata.state_dict_metadata.items():
-        where = (metadata.planner_data or {}).get(key) or (key,)
+        where: tuple[Any, ...] = tuple((metadata.planner_data or {}).get(key) or (key,))
         value: Any = None  # a non-tensor value: DCP puts the saved object here
         if isinstance(meta, TensorStorageMetadata):
-            param = like.get(where[-1] if where[0] == "state_dict" else where[3] if len(where) == 5 else None)
+            # ("state_dict", fqn) or ("optimizer_states", i, "state", fqn, name): the parameter it belongs to
+            fqn = where[-1] if where[0] == "state_dict" else where[3] if len(where) == 5 else None
+            param = like.get(fqn) if isinstance(fqn, str) else None
             if where[0] == "state_dict" and param is not None:
                 value = param  # read straight into the module's own shards
             elif param is not None and tuple(param.shape) == tuple(meta.size):
