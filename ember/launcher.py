@@ -54,7 +54,7 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
     """Run ``python *argv`` in ``nproc_per_node`` processes on this node (of ``nnodes``) and wait for them.
 
     ``rdzv_backend="static"`` (the default) needs every node's ``node_rank`` and rank 0's ``main_address`` and
-    ``main_port`` (a free port is picked on a single node); ``"c10d"`` lets the nodes meet at
+    ``main_port`` (on a single node without a port, the agent picks one itself); ``"c10d"`` lets the nodes meet at
     ``rdzv_endpoint`` (``host:port``) and numbers them itself. Returns 0 when every process succeeded;
     raises :class:`ember.WorkerFailedError` for the process that failed first, and ``SystemExit(128 + signal)``
     when this process is interrupted (Ctrl-C: the processes get the signal too).
@@ -64,12 +64,14 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from ember.plugins.environments import free_port
-
     if nproc_per_node < 1 or nnodes < 1:
         raise ConfigurationError(f"cannot start {nproc_per_node} processes per node on {nnodes} nodes: both must "
                                  "be at least 1.")
     configs: dict[str, Any] = {}
+    if rdzv_backend == "static" and nnodes == 1 and main_port is None:
+        # One node and no port asked for: let the agent's store bind a port of its own choosing (as torchrun
+        # --standalone does), rather than pick a free one here that something else could take in between.
+        rdzv_backend, rdzv_endpoint = "c10d", f"{main_address}:0"
     if rdzv_backend == "static":
         if node_rank is None:
             if nnodes > 1:
@@ -79,17 +81,15 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
         if not 0 <= node_rank < nnodes:
             raise ConfigurationError(f"node rank {node_rank} is outside 0..{nnodes - 1}.")
         if main_port is None:
-            if nnodes > 1:
-                raise ConfigurationError(f"{nnodes} nodes need the port where node 0 listens: pass --main-port "
-                                         "(or set MASTER_PORT) on every node.")
-            main_port = free_port(main_address)
+            raise ConfigurationError(f"{nnodes} nodes need the port where node 0 listens: pass --main-port "
+                                     "(or set MASTER_PORT) on every node.")
         rdzv_endpoint = f"{main_address}:{main_port}"
         configs["rank"] = node_rank
     elif rdzv_backend == "c10d":
         if not rdzv_endpoint:
             if nnodes > 1:
                 raise ConfigurationError("c10d rendezvous over several nodes needs --rdzv-endpoint host:port.")
-            rdzv_endpoint = f"{main_address}:{free_port(main_address)}"
+            rdzv_endpoint = f"{main_address}:0"
     else:
         raise ConfigurationError(f"rendezvous backend {rdzv_backend!r} is not supported: use 'static' or 'c10d'.")
     if nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
