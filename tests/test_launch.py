@@ -49,6 +49,26 @@ def test_two_nodes_on_loopback_with_torchrun(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_two_processes_started_by_hand(tmp_path: Path) -> None:
+    """No launcher at all: WORLD_SIZE, RANK, MASTER_ADDR and MASTER_PORT set by hand (environment.local)."""
+    port = str(free_port())
+    jobs = [Job([sys.executable, str(SCRIPTS / "nodes_job.py"), str(tmp_path)], cwd=tmp_path,
+                env=clean_env(WORLD_SIZE="2", RANK=str(rank), MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+            for rank in range(2)]
+    for job in jobs:
+        code, out = job.wait(timeout=120)
+        assert code == 0, out
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    assert [(r["global_rank"], r["world_size"]) for r in ranks] == [(0, 2), (1, 2)]
+    assert all(r["roles"]["environment"] == "environment.local" and r["roles"]["strategy"] == "strategy.ddp"
+               for r in ranks)
+    model, _ = load_script("nodes_job.py").fit(8, strategy="single_device")
+    weights = torch.load(tmp_path / "weights.pt", weights_only=True)
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(weights[key], value, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["collective", "hang"])
 def test_a_failing_rank_stops_every_process_and_is_reported(tmp_path: Path, mode: str) -> None:
     script = [str(SCRIPTS / "fail_job.py"), str(tmp_path), mode]

@@ -21,7 +21,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
-from ember.plugins.environments import slurm, torchrun
+from ember.plugins.environments import local, slurm, torchrun
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, requested_processes
 
 _MISSING = object()
@@ -74,7 +74,8 @@ class DDPStrategy(ProcessGroupStrategy):
             several = requested_processes(config) > 1 or config.num_nodes > 1
         except ConfigurationError:
             several = False
-        return 10 if several or torchrun.detected() or slurm.detected() else None
+        launched = torchrun.detected() or slurm.detected() or local.started_by_hand()
+        return 10 if several or launched else None
 
     @hookimpl
     def setup_module(self, trainer: Any, module: torch.nn.Module) -> Any:

@@ -188,17 +188,16 @@ class ProcessGroupStrategy:
             return
         backend = self.process_group_backend or default_backend(_accelerator_name(trainer))
         port = self.info.get("main_port")
-        if not port:
-            if trainer.world_size > 1:
-                raise ConfigurationError("the cluster environment gave no port for the process group's rendezvous; "
-                                         "set MASTER_PORT.")
-            from ember.plugins.environments import free_port
-
-            port = free_port()
-        os.environ["MASTER_ADDR"] = str(self.info.get("main_address") or "127.0.0.1")
-        os.environ["MASTER_PORT"] = str(port)
-        dist.init_process_group(backend, init_method="env://", rank=trainer.global_rank,
-                                world_size=trainer.world_size, timeout=self.timeout)
+        if trainer.world_size == 1 and not port:  # a group of one: an in-memory store, no port to find
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=self.timeout)
+        elif not port:
+            raise ConfigurationError("the cluster environment gave no port for the process group's rendezvous; "
+                                     "set MASTER_PORT.")
+        else:
+            os.environ["MASTER_ADDR"] = str(self.info.get("main_address") or "127.0.0.1")
+            os.environ["MASTER_PORT"] = str(port)
+            dist.init_process_group(backend, init_method="env://", rank=trainer.global_rank,
+                                    world_size=trainer.world_size, timeout=self.timeout)
         if not _state["owned"]:
             atexit.register(_destroy_group_at_exit)
         _state["owned"] = True
