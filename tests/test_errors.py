@@ -372,9 +372,10 @@ def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
 
 def test_none_means_the_default_as_in_lightning() -> None:
     trainer = ember.Trainer(**QUIET, precision=None, accelerator=None, strategy=None, environment=None, callbacks=None,
-                            plugins=None)
+                            plugins=None, checkpoint_io=None)
     assert trainer.role_identities == {"accelerator": "accelerator.cpu", "strategy": "strategy.single_device",
-                                       "precision": "precision.32-true", "environment": "environment.local"}
+                                       "precision": "precision.32-true", "environment": "environment.local",
+                                       "checkpoint_io": "checkpoint_io.torch"}
 
 
 @pytest.mark.parametrize(("given", "closest"), [("max_epoch", "max_epochs"), ("gpus", None),
@@ -443,3 +444,9 @@ def test_keyboard_interrupt_ends_the_run_cleanly() -> None:
     assert calls == ["KeyboardInterrupt", "teardown fit"]
     assert trainer.interrupted and trainer.state["status"] == "interrupted"
     assert trainer.global_step == 1 and trainer.current_epoch == 0
+
+
+def test_gpu_is_lightnings_spelling_of_cuda() -> None:
+    from ember.core.config import make_config
+
+    assert make_config({"accelerator": "gpu"}).accelerator == "cuda"

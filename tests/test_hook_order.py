@@ -11,8 +11,8 @@ import torch
 import ember
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
-#: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+#: Trainer arguments that keep tests quiet: no progress bar, model summary, logger or checkpoint files.
+QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
 
 
 class Recorder(HookRecorder):

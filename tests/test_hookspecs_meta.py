@@ -22,12 +22,6 @@ ALL_SPECS = specs()
 #: must leave this list as soon as something calls it (test_the_allow_list_only_holds_hooks_never_called fails
 #: then, saying which entry to remove).
 NOT_CALLED_YET = {
-    # Checkpoint saving and restoring (ckpt_path=..., checkpoint callbacks) call these.
-    "on_save_checkpoint": "checkpoints",
-    "on_load_checkpoint": "checkpoints",
-    "save_checkpoint": "checkpoints",
-    "load_checkpoint": "checkpoints",
-    "remove_checkpoint": "checkpoints",
     # Agreement across processes (should_stop, early stopping, checkpoint monitors) calls this.
     "reduce_boolean_decision": "distributed strategies and monitoring callbacks",
 }
@@ -130,6 +124,15 @@ class Fails(TinyClassifier):
         raise RuntimeError("failing on purpose")
 
 
+class StopsOnASignal(TinyClassifier):
+    """Asks for the orderly stop a SIGTERM causes: a checkpoint, the requeue hook, SignalExit."""
+
+    def on_train_batch_start(self, batch_idx: int) -> None:
+        from ember.core.signals import request_stop
+
+        request_stop(self.trainer, requeue=True)
+
+
 class WithData(CollectivesUser):
     """Also a data source: prepare_data and the transfer hooks are hooks of the module."""
 
@@ -161,6 +164,14 @@ def _runs(tmp_path: Path) -> list[str]:
     with pytest.raises(RuntimeError, match="failing on purpose"):
         trainer().fit(Fails(), train, val)
     trainer(precision="64-true").fit(TinyClassifier(), train, val)
+    # Checkpoints: two epochs (the default callback replaces its epoch file), a resume, a stop on a signal.
+    checkpoints = str(tmp_path / "checkpointing")
+    trainer(max_epochs=2, default_root_dir=checkpoints).fit(TinyClassifier(), train, val)
+    trainer(max_epochs=3, default_root_dir=checkpoints).fit(TinyClassifier(), train, val, ckpt_path="last")
+    from ember.core.signals import SignalExit
+
+    with pytest.raises(SignalExit):
+        trainer(max_epochs=4, default_root_dir=checkpoints).fit(StopsOnASignal(), train, val)
     for recorder in runs:
         called.extend(recorder.names)
     return called

@@ -63,6 +63,15 @@ def _precision(value: Any) -> Any:
     return value
 
 
+#: Lightning's device-neutral accelerator spelling: "gpu" means the CUDA accelerator.
+ACCELERATOR_ALIASES = {"gpu": "cuda"}
+
+
+def _accelerator(value: Any) -> Any:
+    value = _auto_if_none(value)
+    return ACCELERATOR_ALIASES.get(value, value) if isinstance(value, str) else value
+
+
 def _auto_if_none(value: Any) -> Any:
     return "auto" if value is None else value
 
@@ -86,7 +95,8 @@ def _role_arg(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 
 _ROLE_EXAMPLES = {"accelerator": "'auto', 'cpu' or 'cuda'", "strategy": "'auto', 'single_device' or 'ddp'",
-                  "precision": "'32-true' or 'bf16-mixed'", "environment": "'auto', 'torchrun' or 'slurm'"}
+                  "precision": "'32-true' or 'bf16-mixed'", "environment": "'auto', 'torchrun' or 'slurm'",
+                  "checkpoint_io": "'torch'"}
 
 
 def _plugin_objects(instance: Any, attribute: attrs.Attribute, value: tuple) -> None:
@@ -201,12 +211,14 @@ def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 class TrainerConfig:
     """Every Trainer argument, validated on construction. Errors name the argument and what is allowed."""
 
-    accelerator: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
+    accelerator: Any = attrs.field(default="auto", converter=_accelerator, validator=_role_arg)
     strategy: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
     precision: Any = attrs.field(default="32-true", converter=_precision, validator=_role_arg)
     environment: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
+    checkpoint_io: Any = attrs.field(default="torch", converter=lambda v: "torch" if v is None else v,
+                                     validator=_role_arg)
     callbacks: tuple = attrs.field(default=(), converter=_tuple, validator=_plugin_objects)
     plugins: tuple = attrs.field(default=(), converter=_tuple, validator=_plugin_objects)
     max_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("max_epochs", -1, True))
@@ -236,6 +248,7 @@ class TrainerConfig:
     logger: Any = attrs.field(default=True, validator=_logger)
     enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
+    enable_checkpointing: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
     #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
     #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).

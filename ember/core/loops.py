@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core.checkpoint import FitProgress
 from ember.core.errors import ConfigurationError
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results, to_floats
@@ -115,16 +116,18 @@ class Loops:
         if converted is not None and converted is not module:
             t.module = module = converted
         t.model = module
+        t.ckpt_path = None
         if options.get("ckpt_path"):
-            self.restore(options["ckpt_path"])
+            self.restore(options["ckpt_path"], options.get("weights_only", True))
         if fn == "fit":
             return self.fit(loaders)
         if fn == "predict":
             return self.predict(loaders["predict"], options.get("return_predictions", True))
         return self.evaluate_entry(fn, loaders[fn], options.get("verbose", True))
 
-    def restore(self, ckpt_path: str) -> None:
-        raise ConfigurationError("ckpt_path needs a checkpoint-storage plugin; none is active in this run.")
+    def restore(self, ckpt_path: str, weights_only: bool = True) -> None:
+        """Load the module's weights from the checkpoint; a fit restores the rest once its optimizers exist."""
+        self.t._checkpointing.restore(ckpt_path, weights_only)
 
     # -- data ----------------------------------------------------------------------------------------------
     def loaders(self, stage: str, given: Any) -> list[Any]:
@@ -189,8 +192,13 @@ class Loops:
 
     # -- fit -----------------------------------------------------------------------------------------------
     def fit(self, loaders: dict[str, Any]) -> None:
+        with self.t._checkpointing.fitting():
+            self._fit(loaders)
+
+    def _fit(self, loaders: dict[str, Any]) -> None:
         t = self.t
         h, module = t.hook, t.module
+        ckpt = t._checkpointing
         train = self.loaders("train", loaders["train"])
         if not train:
             raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
@@ -198,13 +206,14 @@ class Loops:
         if len(train) > 1:
             raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
                                      "iterable that yields a batch per step.")
-        self.train_loader = train[0]
+        self.train_loader = ckpt.train_loader(train[0])
         t.num_training_batches = self.num_batches("train", self.train_loader)
         self.val_loaders = self.loaders("validate", loaders["validate"])
         t.num_val_batches = [self.num_batches("validate", dl) for dl in self.val_loaders]
         self._check_val_interval()
         self.setup_optimizers()
         t.train_results = Results("train")
+        resume = ckpt.restore_training()
         if h.log_hyperparams is not None and t.is_global_zero:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
@@ -214,8 +223,17 @@ class Loops:
         t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
-        while not self.fit_done():
+        if resume is not None and resume.phase == "batch":
+            self.train_epoch(resume)
+        elif resume is not None:
+            ckpt.restore_rng()
+        while True:
+            if ckpt.safe_point_due:  # between epochs: write requested checkpoints, stop on a signal
+                ckpt.safe_point()
+            if self.fit_done():
+                break
             self.train_epoch()
+        ckpt.end_training()
         t.state["stage"] = "train"
         if h.on_train_end is not None:
             h.on_train_end(trainer=t, module=module)
@@ -307,12 +325,15 @@ class Loops:
         finally:
             t.sanity_checking = False
 
-    def train_epoch(self) -> None:
+    def train_epoch(self, resume: FitProgress | None = None) -> None:
+        """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         t, cfg = self.t, self.t.config
         h, module = t.hook, t.module
+        ckpt = t._checkpointing
         t.state["stage"] = "train"
         results = t.train_results
-        results.reset()
+        if resume is None:
+            results.reset()
         t._results, t._num_dataloaders, t._dataloader_idx = results, 1, 0
         loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
@@ -329,11 +350,16 @@ class Loops:
         every = cfg.log_every_n_steps
         validated_at_end = False
         epoch_scheds_stepped = False
-        batches = enumerate(loader) if n != math.inf else _with_last(loader)
         # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
         # its own generator draws its next permutation only then, and skipping that draw would shuffle every
         # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
         read_to_end = n != math.inf and n == _length(loader)
+        start = 0
+        if resume is not None:
+            ckpt.restore_rng()
+            start = resume.batch_idx + 1
+            loader = ckpt.resumed_batches(start)
+        batches = enumerate(loader, start) if n != math.inf else _with_last(loader, start)
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -369,6 +395,8 @@ class Loops:
                 break
             if t.should_stop and self._can_stop():
                 break
+            if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
+                ckpt.safe_point(batch_idx)
         t._current_batch = None
         if automatic and t.lr_scheduler_configs and not epoch_scheds_stepped:
             self.step_schedulers("epoch")
@@ -685,14 +713,14 @@ def _length(loader: Any) -> float:
         return math.inf
 
 
-def _with_last(iterable: Any) -> Any:
+def _with_last(iterable: Any, start: int = 0) -> Any:
     """Enumerate with a one-batch look-ahead, so the last batch of an unsized loader is known as such."""
     it = iter(iterable)
     try:
         current = next(it)
     except StopIteration:
         return
-    idx = 0
+    idx = start
     for nxt in it:
         yield idx, (current, False)
         current = nxt

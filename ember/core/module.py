@@ -9,6 +9,7 @@ nobody implements costs nothing per step, so the base must not implement them al
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -165,6 +166,24 @@ class Module(torch.nn.Module):
         return self.trainer.hook.all_gather(trainer=self.trainer, tensor=tensor, sync_grads=sync_grads)
 
     # -- checkpoints -------------------------------------------------------------------------------------
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
+                             strict: bool = True, weights_only: bool = True, checkpoint_io: Any = "torch",
+                             **overrides: Any) -> Any:
+        """Build the module from a checkpoint: ``cls(**saved hyperparameters, **overrides)``, then its weights.
+
+        The hyperparameters are those stored by ``save_hyperparameters()``; ``overrides`` replace or add to
+        them. ``map_location`` is where the module goes afterwards (e.g. ``"cuda"``); the file is always read
+        to the CPU first. ``weights_only=False`` allows files holding arbitrary Python objects (only for files
+        you trust). Reads ember checkpoints (full or weights-only) and PyTorch Lightning checkpoints. The
+        module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
+        inference.
+        """
+        from ember.core.checkpoint import load_module
+
+        return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
+                           weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)
+
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_trainer"] = None

@@ -15,6 +15,7 @@ import pluggy
 import torch
 
 from ember.core import discovery, tracing
+from ember.core.checkpoint import Checkpointing, is_checkpoint_callback
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
@@ -22,11 +23,12 @@ from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
 from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
+from ember.core.signals import SignalExit
 
 log = logging.getLogger("ember")
 
 #: Roles selected by a Trainer argument: role -> the argument naming it. One plugin per role is active.
-SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment")
+SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkpoint_io")
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
@@ -38,6 +40,7 @@ FLAG_PLUGINS = {
     "enable_progress_bar": ("progress.tqdm", "progress."),
     "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
     "max_time": ("callback.timer", "callback.timer"),
+    "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
 }
 
 
@@ -295,6 +298,9 @@ class Trainer:
         self._num_dataloaders = 1
         self._current_batch: Any = None
         self._loops = Loops(self)
+        self._checkpointing = Checkpointing(self)
+        #: The checkpoint the last run restored from (None when it started fresh).
+        self.ckpt_path: str | None = None
 
     @property
     def is_global_zero(self) -> bool:
@@ -384,36 +390,63 @@ class Trainer:
 
     # -- public entry points -------------------------------------------------------------------------------
     def fit(self, model: torch.nn.Module, train_dataloaders: Any = None, val_dataloaders: Any = None,
-            datamodule: Any = None, ckpt_path: str | None = None) -> None:
-        """Train ``model``; data from the arguments, the DataModule or the module's ``*_dataloader()``."""
+            datamodule: Any = None, ckpt_path: str | None = None, weights_only: bool = True) -> None:
+        """Train ``model``; data from the arguments, the DataModule or the module's ``*_dataloader()``.
+
+        ``ckpt_path`` resumes from a checkpoint (a path, or ``"last"``); ``weights_only=False`` allows a
+        checkpoint holding arbitrary Python objects (only for files you trust: loading them runs code).
+        """
         if train_dataloaders is not None and _looks_like_datamodule(train_dataloaders):
             datamodule, train_dataloaders = train_dataloaders, None
         self._run("fit", model, datamodule, {"train": train_dataloaders, "validate": val_dataloaders},
-                  ckpt_path=ckpt_path)
+                  ckpt_path=ckpt_path, weights_only=weights_only)
 
     def validate(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
-                 ckpt_path: str | None = None, verbose: bool = True) -> list[dict[str, float]]:
+                 ckpt_path: str | None = None, verbose: bool = True, weights_only: bool = True) -> list[dict[str, float]]:
         """Run one validation epoch; returns one dict of epoch metrics per loader."""
-        return self._eval_entry("validate", model, dataloaders, datamodule, ckpt_path, verbose)
+        return self._eval_entry("validate", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def test(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
-             ckpt_path: str | None = None, verbose: bool = True) -> list[dict[str, float]]:
+             ckpt_path: str | None = None, verbose: bool = True, weights_only: bool = True) -> list[dict[str, float]]:
         """Run one test epoch; returns one dict of epoch metrics per loader."""
-        return self._eval_entry("test", model, dataloaders, datamodule, ckpt_path, verbose)
+        return self._eval_entry("test", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def predict(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
-                return_predictions: bool = True, ckpt_path: str | None = None) -> Any:
+                return_predictions: bool = True, ckpt_path: str | None = None, weights_only: bool = True) -> Any:
         """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
         if dataloaders is not None and _looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path=ckpt_path,
-                         return_predictions=return_predictions)
+                         return_predictions=return_predictions, weights_only=weights_only)
 
     def _eval_entry(self, stage: str, model: Any, dataloaders: Any, datamodule: Any, ckpt_path: Any,
-                    verbose: bool) -> list[dict[str, float]]:
+                    verbose: bool, weights_only: bool = True) -> list[dict[str, float]]:
         if dataloaders is not None and _looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
-        return self._run(stage, model, datamodule, {stage: dataloaders}, ckpt_path=ckpt_path, verbose=verbose)
+        return self._run(stage, model, datamodule, {stage: dataloaders}, ckpt_path=ckpt_path, verbose=verbose,
+                         weights_only=weights_only)
+
+    # -- checkpoints ---------------------------------------------------------------------------------------
+    def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:
+        """Write a checkpoint of the current state to ``filepath`` (atomically, through the checkpoint-storage
+        plugin). ``weights_only=True`` writes the module's weights and hyperparameters only: enough for
+        ``Module.load_from_checkpoint``, not for resuming. See docs/checkpoints.md."""
+        self._checkpointing.save(filepath, weights_only)
+
+    def remove_checkpoint(self, filepath: str | os.PathLike) -> None:
+        """Delete a checkpoint written by :meth:`save_checkpoint` (through the checkpoint-storage plugin)."""
+        self._checkpointing.remove(filepath)
+
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        """The checkpoint callbacks of this trainer (``ModelCheckpoint`` and anything with ``best_model_path``)."""
+        return [p for _, p in self.extra_plugins + self.autoload_plugins if is_checkpoint_callback(p)]
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        """The first checkpoint callback, or None."""
+        found = self.checkpoint_callbacks
+        return found[0] if found else None
 
     # -- one run -------------------------------------------------------------------------------------------
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
@@ -444,7 +477,9 @@ class Trainer:
         except BaseException as exc:
             if isinstance(exc, SystemExit) and self.state["status"] == "launched":
                 raise
-            self.state["status"] = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            interrupted = isinstance(exc, (KeyboardInterrupt, SignalExit))
+            self.state["status"] = "interrupted" if interrupted else "failed"
+            self.interrupted = interrupted
             self._name_plugin_in(exc)
             self._on_exception(exc)
             if isinstance(exc, KeyboardInterrupt):

@@ -31,6 +31,7 @@ __all__ = [
     "ConvertModule",
     "DistributedInfo",
     "EventHooks",
+    "LastCheckpointPath",
     "Launch",
     "LoadCheckpoint",
     "LogHyperparams",
@@ -83,6 +84,7 @@ __all__ = [
     "Reduce",
     "ReduceBooleanDecision",
     "RemoveCheckpoint",
+    "Requeue",
     "RootDevice",
     "SaveCheckpoint",
     "Setup",
@@ -599,6 +601,20 @@ if TYPE_CHECKING:
 
         def remove_checkpoint(self, trainer: Trainer, path: str) -> Any:
             """Delete a checkpoint written by ``save_checkpoint``."""
+            return None
+
+    class LastCheckpointPath(Protocol):
+        """``last_checkpoint_path`` (role hook)."""
+
+        def last_checkpoint_path(self, trainer: Trainer) -> str | None:
+            """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback)."""
+            return None
+
+    class Requeue(Protocol):
+        """``requeue`` (role hook, firstresult)."""
+
+        def requeue(self, trainer: Trainer, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+            """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``)."""
             return None
 
     class LogMetrics(Protocol):

@@ -384,6 +384,40 @@ def remove_checkpoint(trainer: Trainer, path: str) -> Any:
     """
 
 
+@hookspec
+def last_checkpoint_path(trainer: Trainer) -> str | None:
+    """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
+
+    Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
+    ``setup``; the newest existing answer is read), whenever requested checkpoints are written (the answered
+    files are written after the others), and when a fit stops on a signal (the checkpoint is written to every
+    answered path). Every implementation answers; with no answer, core uses
+    ``<default_root_dir>/checkpoints/last.ckpt``.
+
+    :param trainer: the trainer.
+    :returns: a path, which need not exist yet, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+    """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
+
+    Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
+    before it raises ``ember.core.signals.SignalExit``. Answered by a cluster-environment plugin; nothing
+    happens when none answers. ``requested`` is True when whoever asked for the stop (through
+    ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
+    from ``signum`` alone.
+
+    :param trainer: the trainer.
+    :param signum: the signal that stopped the fit.
+    :param checkpoint_path: the checkpoint written, which the requeued job resumes from with
+        ``ckpt_path="last"``.
+    :param requested: a requeue was asked for explicitly.
+    :returns: any non-None value to mark the hook answered. Stops at first non-None result.
+    """
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Loggers
 # ---------------------------------------------------------------------------------------------------------

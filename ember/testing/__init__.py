@@ -37,9 +37,9 @@ __all__ = [
 ]
 
 #: Trainer arguments for quick tests: one short epoch, no sanity check, and quiet (no progress bar, model
-#: summary or logger files).
+#: summary, logger or checkpoint files).
 FAST_TRAINER_ARGS: dict[str, Any] = {"max_epochs": 1, "num_sanity_val_steps": 0, "enable_progress_bar": False,
-                                     "enable_model_summary": False, "logger": False}
+                                     "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
 
 
 def tiny_dataset(n: int = 64, features: int = 8, classes: int = 3, seed: int = 0) -> TensorDataset:

@@ -1,0 +1,52 @@
+"""The states of every random number generator a run draws from, as plain data.
+
+A checkpoint must load with ``torch.load(weights_only=True)``, which builds tensors and plain containers
+only, so the states are converted: NumPy's key array becomes an int64 tensor, Python's ``random`` state a
+list of ints. Capturing reads the generators and consumes nothing; restoring puts them back exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+import torch
+
+
+def capture(generators: tuple[torch.Generator, ...] = ()) -> dict[str, Any]:
+    """The states of torch (CPU and every initialised CUDA device), NumPy (if imported), Python's ``random``
+    and of ``generators`` (for example a sampler's own ``torch.Generator``)."""
+    version, internal, gauss = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "python": {"version": version, "state": list(internal), "gauss": gauss},
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    np = sys.modules.get("numpy")  # not imported: nobody drew from it
+    if np is not None:
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        state["numpy"] = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                          "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+    if generators:
+        state["generators"] = [g.get_state() for g in generators]
+    return state
+
+
+def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ()) -> None:
+    """Put back what :func:`capture` returned; ``generators`` are matched by position."""
+    torch.set_rng_state(state["torch"])
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    cuda = state.get("cuda")
+    if cuda is not None and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
+    npstate = state.get("numpy")
+    if npstate is not None:
+        import numpy as np
+
+        np.random.set_state((npstate["kind"], npstate["keys"].numpy().astype(np.uint32), npstate["pos"],
+                             npstate["has_gauss"], npstate["cached_gaussian"]))
+    for generator, saved in zip(generators, state.get("generators", ()), strict=False):
+        generator.set_state(saved)

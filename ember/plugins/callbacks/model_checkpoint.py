@@ -1,0 +1,390 @@
+"""``callback.model-checkpoint``: save checkpoints while fitting; keep the best by a metric, and ``last.ckpt``.
+
+Lightning's ``ModelCheckpoint`` arguments and behaviour, with two differences (docs/checkpoints.md):
+``save_last`` defaults to True, so ``trainer.fit(..., ckpt_path="last")`` always finds the newest state, and
+``last.ckpt`` is overwritten in place rather than versioned (``last-v1.ckpt``). Every file is written
+atomically by the checkpoint-storage plugin, and a file that leaves the top k is removed only after its
+replacement is complete.
+
+When it saves:
+
+* ``every_n_train_steps=N``: after every N-th optimizer step (in ``on_train_batch_end``).
+* ``train_time_interval=timedelta``: after the first batch that ends that long after the previous save.
+* ``every_n_epochs=N`` (the default, N=1, when neither of the above is given): at the end of every N-th
+  epoch: in ``on_train_epoch_end``, or in ``on_validation_end`` when validation runs more or less often than
+  once per epoch (``save_on_train_epoch_end`` decides explicitly).
+
+Its hooks are ``trylast``, so it sees what the module and the other callbacks logged in the same event.
+Never during sanity checking, ``fast_dev_run`` or outside ``fit``; at most once per optimizer step.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import re
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+
+log = logging.getLogger("ember")
+
+
+def _fail(name: str, value: Any, allowed: str) -> ConfigurationError:
+    return ConfigurationError(f"ModelCheckpoint({name}={value!r}) is invalid: {allowed}.")
+
+
+def _optional_count(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(name, value, "expected an integer >= 0 or None")
+    return value
+
+
+class ModelCheckpoint:
+    """Save checkpoints during ``fit`` (see the module docstring; arguments as Lightning's).
+
+    :param dirpath: the directory; default ``<default_root_dir>/checkpoints``.
+    :param filename: a template such as ``"{epoch}-{val_loss:.2f}"``; fields are ``epoch``, ``step`` and any
+        logged metric. Default ``"{epoch}-{step}"``.
+    :param monitor: the logged metric that ranks checkpoints; None keeps the newest.
+    :param verbose: log each decision.
+    :param save_last: also write ``last.ckpt`` at every save.
+    :param save_top_k: how many ranked checkpoints to keep (-1: all; 0: none). Without ``monitor``, 1 keeps the
+        newest and -1 keeps every one.
+    :param save_weights_only: write weights and hyperparameters only (cannot resume a fit).
+    :param mode: ``"min"`` or ``"max"``: whether a lower or higher ``monitor`` is better.
+    :param auto_insert_metric_name: ``{epoch}`` becomes ``epoch=3`` in the file name.
+    :param every_n_train_steps: save every N optimizer steps.
+    :param train_time_interval: save when this much time passed (a ``timedelta`` or seconds).
+    :param every_n_epochs: save every N epochs.
+    :param save_on_train_epoch_end: save epoch checkpoints in ``on_train_epoch_end`` (True) or
+        ``on_validation_end`` (False); None decides from the validation schedule.
+    :param enable_version_counter: add ``-v1``, ``-v2``, ... instead of overwriting an existing ranked file.
+    """
+
+    identity = "callback.model-checkpoint"
+    CHECKPOINT_JOIN_CHAR = "-"
+    CHECKPOINT_EQUALS_CHAR = "="
+    CHECKPOINT_NAME_LAST = "last"
+    FILE_EXTENSION = ".ckpt"
+    STARTING_VERSION = 1
+
+    def __init__(self, dirpath: str | os.PathLike | None = None, filename: str | None = None,
+                 monitor: str | None = None, verbose: bool = False, save_last: bool = True, save_top_k: int = 1,
+                 save_weights_only: bool = False, mode: str = "min", auto_insert_metric_name: bool = True,
+                 every_n_train_steps: int | None = None, train_time_interval: timedelta | float | None = None,
+                 every_n_epochs: int | None = None, save_on_train_epoch_end: bool | None = None,
+                 enable_version_counter: bool = True) -> None:
+        if mode not in ("min", "max"):
+            raise _fail("mode", mode, "expected 'min' or 'max'")
+        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
+            raise _fail("save_top_k", save_top_k, "expected an integer >= -1")
+        if monitor is None and save_top_k not in (-1, 0, 1):
+            raise ConfigurationError(f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is invalid: without a "
+                                     "monitored metric there is no ranking to keep the top k by. Pass monitor=... "
+                                     "or save_top_k in (-1, 0, 1).")
+        every_steps = _optional_count("every_n_train_steps", every_n_train_steps)
+        every_epochs = _optional_count("every_n_epochs", every_n_epochs)
+        if isinstance(train_time_interval, (int, float)) and not isinstance(train_time_interval, bool):
+            train_time_interval = timedelta(seconds=train_time_interval)
+        if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
+            raise _fail("train_time_interval", train_time_interval, "expected a datetime.timedelta or seconds")
+        given = [n for n, v in (("every_n_train_steps", every_steps), ("every_n_epochs", every_epochs),
+                                ("train_time_interval", train_time_interval)) if v]
+        if len(given) > 1:
+            raise ConfigurationError(f"ModelCheckpoint got {' and '.join(given)}; they are mutually exclusive: "
+                                     "pass one of them.")
+        if not given and every_steps is None and every_epochs is None and train_time_interval is None:
+            every_epochs = 1
+        self.dirpath: str | None = os.path.abspath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
+        self._dirpath_given = dirpath is not None
+        self.filename = filename
+        self.monitor = monitor
+        self.verbose = verbose
+        self.save_last = save_last
+        self.save_top_k = save_top_k
+        self.save_weights_only = save_weights_only
+        self.mode = mode
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.every_n_train_steps = every_steps or 0
+        self.every_n_epochs = every_epochs or 0
+        self.train_time_interval = train_time_interval
+        self.save_on_train_epoch_end = save_on_train_epoch_end
+        self.enable_version_counter = enable_version_counter
+        self.best_k_models: dict[str, float] = {}
+        self.kth_best_model_path = ""
+        self.kth_value = math.inf if mode == "min" else -math.inf
+        self.best_model_path = ""
+        self.best_model_score: float | None = None
+        self.current_score: float | None = None
+        self.last_model_path = ""
+        self._last_global_step_saved = 0  # no checkpoint before the first optimizer step
+        self._last_time_checked: float | None = None
+        self._validation_ran = False
+        self._resumed = False
+        if not self.every_n_train_steps and self.train_time_interval is None:
+            # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
+            self.on_train_batch_end = None  # type: ignore[method-assign]
+
+    def __repr__(self) -> str:
+        return f"ModelCheckpoint(dirpath={self.dirpath!r}, monitor={self.monitor!r}, save_top_k={self.save_top_k})"
+
+    @property
+    def state_key(self) -> str:
+        """Where this callback's state is stored in ``checkpoint["plugins"]``: stable across runs, distinct
+        for differently configured instances."""
+        interval = self.train_time_interval.total_seconds() if self.train_time_interval else None
+        return (f"{self.identity}{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps="
+                f"{self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}, train_time_interval={interval}}}")
+
+    # -- hooks ---------------------------------------------------------------------------------------------
+    def setup(self, trainer: Any, stage: str) -> None:
+        if stage == "fit":
+            self._last_time_checked = None  # set by on_train_start, or by a resume before it
+        if not self._dirpath_given:
+            self.dirpath = os.path.join(os.path.abspath(trainer.default_root_dir), "checkpoints")
+        if trainer.world_size > 1:  # every process writes where process 0 does
+            self.dirpath = trainer.broadcast(self.dirpath)
+
+    def on_train_start(self, trainer: Any) -> None:
+        if self._last_time_checked is None:  # a resumed run keeps the restored clock
+            self._last_time_checked = time.monotonic()
+
+    @hookimpl(trylast=True)
+    def on_train_batch_end(self, trainer: Any) -> None:
+        if self._skip(trainer):
+            return
+        n = self.every_n_train_steps
+        skip_batch = n < 1 or trainer.global_step % n != 0
+        skip_time = True
+        if self.train_time_interval is not None:
+            now = time.monotonic()
+            last = self._last_time_checked
+            skip_time = last is None or now - last < self.train_time_interval.total_seconds()
+            if trainer.world_size > 1:  # every process decides as process 0 did
+                skip_time = trainer.broadcast(skip_time)
+            if not skip_time:
+                self._last_time_checked = now
+        if skip_batch and skip_time:
+            return
+        self._save_all(trainer)
+
+    @hookimpl(trylast=True)
+    def on_train_epoch_end(self, trainer: Any) -> None:
+        if not self._skip(trainer) and self._on_train_epoch_end(trainer) and self._epoch_due(trainer):
+            self._save_all(trainer)
+
+    @hookimpl(trylast=True)
+    def on_validation_end(self, trainer: Any) -> None:
+        if trainer.sanity_checking:
+            return
+        self._validation_ran = True
+        if not self._skip(trainer) and not self._on_train_epoch_end(trainer):
+            candidates = self._candidates(trainer)
+            if self._epoch_due(trainer):
+                self._save_top_k(trainer, candidates)
+            self._save_last(trainer, candidates)
+
+    @hookimpl
+    def last_checkpoint_path(self, trainer: Any) -> str | None:
+        if not self.save_last or self.dirpath is None:
+            return None
+        if self.last_model_path and os.path.exists(self.last_model_path):
+            return self.last_model_path
+        if "{" not in self.CHECKPOINT_NAME_LAST:
+            return self.format_checkpoint_name({}, self.CHECKPOINT_NAME_LAST)
+        return self._newest_last() or self.format_checkpoint_name(self._candidates(trainer), self.CHECKPOINT_NAME_LAST)
+
+    # -- state -----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        since = None if self._last_time_checked is None else time.monotonic() - self._last_time_checked
+        return {"monitor": self.monitor, "dirpath": self.dirpath, "best_model_score": self.best_model_score,
+                "best_model_path": self.best_model_path, "current_score": self.current_score,
+                "best_k_models": dict(self.best_k_models), "kth_best_model_path": self.kth_best_model_path,
+                "kth_value": self.kth_value, "last_model_path": self.last_model_path,
+                "last_global_step_saved": self._last_global_step_saved, "seconds_since_time_check": since,
+                "validation_ran": self._validation_ran}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._resumed = True
+        self._last_global_step_saved = state.get("last_global_step_saved", self._last_global_step_saved)
+        self._validation_ran = state.get("validation_ran", False)
+        since = state.get("seconds_since_time_check")
+        if since is not None:
+            self._last_time_checked = time.monotonic() - since
+        if state.get("dirpath") != self.dirpath:
+            log.warning("ModelCheckpoint: the checkpoint directory changed from %s to %s; only best_model_path is "
+                        "restored, the ranking starts afresh", state.get("dirpath"), self.dirpath)
+            self.best_model_path = state.get("best_model_path", "")
+            return
+        self.best_model_score = state.get("best_model_score")
+        self.best_model_path = state.get("best_model_path", "")
+        self.current_score = state.get("current_score")
+        self.best_k_models = dict(state.get("best_k_models", {}))
+        self.kth_best_model_path = state.get("kth_best_model_path", "")
+        self.kth_value = state.get("kth_value", self.kth_value)
+        self.last_model_path = state.get("last_model_path", "")
+
+    # -- deciding --------------------------------------------------------------------------------------
+    def _skip(self, trainer: Any) -> bool:
+        return bool(trainer.config.fast_dev_run) or trainer.state.get("fn") != "fit" or trainer.sanity_checking \
+            or self._last_global_step_saved == trainer.global_step
+
+    def _epoch_due(self, trainer: Any) -> bool:
+        return self.every_n_epochs >= 1 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
+
+    def _on_train_epoch_end(self, trainer: Any) -> bool:
+        if self.save_on_train_epoch_end is not None:
+            return self.save_on_train_epoch_end
+        cfg = trainer.config
+        if cfg.check_val_every_n_epoch != 1:
+            return False
+        if sum(trainer.num_val_batches) == 0:
+            return True
+        return cfg.val_check_interval in (None, 1.0)
+
+    def _candidates(self, trainer: Any) -> dict[str, Any]:
+        candidates = dict(trainer.callback_metrics)
+        candidates.setdefault("epoch", trainer.current_epoch)
+        candidates.setdefault("step", trainer.global_step)
+        return candidates
+
+    def _save_all(self, trainer: Any) -> None:
+        candidates = self._candidates(trainer)
+        self._save_top_k(trainer, candidates)
+        self._save_last(trainer, candidates)
+
+    def _save_top_k(self, trainer: Any, candidates: dict[str, Any]) -> None:
+        if self.save_top_k == 0:
+            return
+        if self.monitor is None:
+            path = self._unique_path(trainer, candidates, self.best_model_path if self.save_top_k == 1 else None)
+            previous, self.best_model_path = self.best_model_path, path
+            self._save(trainer, path)
+            if self.save_top_k == 1 and previous and previous != path:
+                trainer.remove_checkpoint(previous)
+            return
+        if self.monitor not in candidates:
+            message = (f"ModelCheckpoint(monitor={self.monitor!r}) could not find {self.monitor!r} among the logged "
+                       f"metrics {sorted(k for k in candidates if k not in ('epoch', 'step'))}. Log it with "
+                       f"self.log({self.monitor!r}, value) in the module.")
+            if self._validation_ran or not trainer.num_val_batches:
+                raise ConfigurationError(message)
+            log.warning("%s (validation has not run yet: no checkpoint this time)", message)
+            return
+        current = _number(candidates[self.monitor])
+        if self._in_top_k(trainer, current):
+            self._update_and_save(trainer, current, candidates)
+        elif self.verbose:
+            log.info("epoch %d, step %d: %r (%.6g) is not in the top %d", trainer.current_epoch,
+                     trainer.global_step, self.monitor, current, self.save_top_k)
+
+    def _in_top_k(self, trainer: Any, current: float) -> bool:
+        if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
+            return True
+        worst = self.best_k_models[self.kth_best_model_path]
+        better = current < worst if self.mode == "min" else current > worst
+        if trainer.world_size > 1:  # all processes must agree, or their files would differ
+            better = trainer.reduce_boolean_decision(better, all=True)
+        return better
+
+    def _update_and_save(self, trainer: Any, current: float, candidates: dict[str, Any]) -> None:
+        k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
+        removed = None
+        if len(self.best_k_models) == k and k > 0:
+            removed = self.kth_best_model_path
+            self.best_k_models.pop(removed)
+        if math.isnan(current):  # a NaN ranks last
+            current = math.inf if self.mode == "min" else -math.inf
+        path = self._unique_path(trainer, candidates, removed)
+        self.current_score = current
+        self.best_k_models[path] = current
+        if len(self.best_k_models) == k:
+            worst = max if self.mode == "min" else min
+            self.kth_best_model_path = worst(self.best_k_models, key=self.best_k_models.__getitem__)
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        best = min if self.mode == "min" else max
+        self.best_model_path = best(self.best_k_models, key=self.best_k_models.__getitem__)
+        self.best_model_score = self.best_k_models[self.best_model_path]
+        if self.verbose:
+            log.info("epoch %d, step %d: %r reached %.6g (best %.6g), saving %s as top %d", trainer.current_epoch,
+                     trainer.global_step, self.monitor, current, self.best_model_score, path, k)
+        self._save(trainer, path)
+        if removed is not None and removed != path:
+            trainer.remove_checkpoint(removed)
+
+    def _save_last(self, trainer: Any, candidates: dict[str, Any]) -> None:
+        if not self.save_last:
+            return
+        path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
+        previous, self.last_model_path = self.last_model_path, path
+        self._save(trainer, path)
+        if previous and previous != path:  # a templated last name moved on
+            trainer.remove_checkpoint(previous)
+
+    def _save(self, trainer: Any, path: str) -> None:
+        # Book-keeping first: the state stored inside this very checkpoint must include this save.
+        self._last_global_step_saved = trainer.global_step
+        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+
+    # -- file names ------------------------------------------------------------------------------------
+    def format_checkpoint_name(self, metrics: dict[str, Any], filename: str | None = None,
+                               ver: int | None = None) -> str:
+        """The path for ``metrics`` (``{epoch}``, ``{step}``, ``{val_loss:.2f}``, ... filled in)."""
+        name = _format(filename or self.filename or "{epoch}" + self.CHECKPOINT_JOIN_CHAR + "{step}", metrics,
+                       self.auto_insert_metric_name, self.CHECKPOINT_EQUALS_CHAR)
+        if ver is not None:
+            name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
+        name += self.FILE_EXTENSION
+        return os.path.join(self.dirpath, name) if self.dirpath else name
+
+    def _unique_path(self, trainer: Any, candidates: dict[str, Any], replaceable: str | None = None) -> str:
+        path = self.format_checkpoint_name(candidates)
+        if self._resumed:
+            # A file already at this name was written after the checkpoint this run resumed from, by the run
+            # that was interrupted: the resumed run writes the same content again, so it replaces it.
+            return path
+        version = self.STARTING_VERSION
+        while self.enable_version_counter and path != replaceable and self._exists(trainer, path):
+            path = self.format_checkpoint_name(candidates, ver=version)
+            version += 1
+        return path
+
+    @staticmethod
+    def _exists(trainer: Any, path: str) -> bool:
+        exists = os.path.exists(path)
+        return trainer.broadcast(exists) if trainer.world_size > 1 else exists
+
+    def _newest_last(self) -> str | None:
+        if self.dirpath is None or not os.path.isdir(self.dirpath):
+            return None
+        parts = re.split(r"\{[^}]*\}", self.CHECKPOINT_NAME_LAST)
+        pattern = re.compile(".*?".join(map(re.escape, parts)) + re.escape(self.FILE_EXTENSION) + "$")
+        found = [os.path.join(self.dirpath, f) for f in os.listdir(self.dirpath)
+                 if pattern.match(f) and not f.startswith(".")]
+        return max(found, key=os.path.getmtime) if found else None
+
+
+def _number(value: Any) -> float:
+    return float(value.item() if isinstance(value, torch.Tensor) else value)
+
+
+def _format(template: str, metrics: dict[str, Any], insert_names: bool, equals: str) -> str:
+    """Fill ``{name}`` / ``{name:fmt}`` fields; names may contain dots and slashes (``{val/loss:.2f}``)."""
+    names = sorted(set(re.findall(r"\{([^{}:]+)(?::[^{}]*)?\}", template)), key=len, reverse=True)
+    values = {}
+    for name in names:  # read to the host only the values the name uses
+        value = metrics.get(name, 0)
+        values[name] = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+        pattern = re.compile(r"\{" + re.escape(name) + r"(:[^{}]*)?\}")
+        prefix = f"{name}{equals}" if insert_names else ""
+        template = pattern.sub(lambda m, p=prefix, n=name: p + "{0[" + n + "]" + (m.group(1) or "") + "}", template)
+    return template.format(values)

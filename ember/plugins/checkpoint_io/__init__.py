@@ -1,0 +1,1 @@
+"""Checkpoint storage: where checkpoint bytes are written and read (``checkpoint_io.torch``)."""
