@@ -126,7 +126,7 @@ class SLURMEnvironment:
             signal.signal(self.requeue_signal, self._previous)
             self._previous = None
 
-    @hookimpl(optionalhook=True)
+    @hookimpl
     def requeue(self, trainer: Any, signum: int, requested: bool) -> Any:
         if not self.auto_requeue or not (requested or signum == self.requeue_signal):
             return None
