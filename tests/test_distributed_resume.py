@@ -50,3 +50,10 @@ def test_fsdp_checkpoints_are_written_by_every_rank_as_shards(resume_job: tuple)
 def test_a_consolidated_checkpoint_resumes_a_sharded_run(resume_job: tuple) -> None:
     _, weights = resume_job
     _equal(weights["fsdp_from_whole"], weights["fsdp_full"])
+
+
+def test_gradients_carried_by_a_sharded_checkpoint_are_sharded_too(resume_job: tuple) -> None:
+    ranks, weights = resume_job
+    assert ranks[0]["manual_saved_grads"] == ["grads.head.bias", "grads.head.weight", "grads.inp.bias",
+                                              "grads.inp.weight", "grads.layers.0.bias", "grads.layers.0.weight"]
+    _equal(weights["manual_resumed"], weights["manual_full"])

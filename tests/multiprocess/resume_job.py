@@ -4,7 +4,8 @@
 the middle of the first epoch) and goes on to the end; then a fresh model and Trainer resume from that
 checkpoint with ``ckpt_path``. Shuffled data and dropout, each rank with its own random stream, so that
 nothing but a per-rank exact resume gives the same weights. FSDP also resumes from the checkpoint
-consolidated into one file. Rank 0 writes the whole weights to ``OUT/weights.pt``; each rank ``OUT/rank<r>.json``.
+consolidated into one file, and a manually optimized FSDP fit resumes from a checkpoint that carries its
+gradients. Rank 0 writes the whole weights to ``OUT/weights.pt``; each rank ``OUT/rank<r>.json``.
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ class Dropout(ember.Module):
         return torch.optim.AdamW(self.parameters(), lr=0.01)
 
 
+class ManualDropout(Dropout):
+    """Manual optimization: the gradients are still there when the checkpoint is written, so it carries them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        opt = self.optimizers()
+        opt.zero_grad()
+        loss = super().training_step(batch, batch_idx)
+        self.manual_backward(loss)
+        opt.step()
+        return loss
+
+
 class SaveAtStep5:
     def __init__(self, path: str) -> None:
         self.path = path
@@ -65,9 +82,9 @@ class WriteProbe:
 
 
 def fit(out: str, strategy: str, ckpt_path: str | None = None, save: str | None = None,
-        probe: WriteProbe | None = None) -> tuple:
+        probe: WriteProbe | None = None, manual: bool = False) -> tuple:
     ember.seed_everything(0)
-    model = Dropout()
+    model = ManualDropout() if manual else Dropout()
     callbacks: list[Any] = [SaveAtStep5(save)] if save else []
     callbacks += [probe] if probe else []
     trainer = ember.Trainer(strategy=strategy, devices=2, max_epochs=2, num_sanity_val_steps=0,
@@ -91,12 +108,19 @@ def main(out: str) -> None:
         weights[f"{strategy}_resumed"], resumed = fit(out, strategy, ckpt_path=mid)
         result[f"{strategy}_resumed_from_step"] = resumed.ckpt_path == mid
         result[f"{strategy}_files"] = sorted(os.listdir(out))
-    if trainer.global_rank == 0:
-        from ember.plugins.strategies.sharded_checkpoint import consolidate
+    from ember.plugins.strategies import sharded_checkpoint
 
-        consolidate(os.path.join(out, "fsdp-mid.ckpt"), os.path.join(out, "fsdp-mid-whole.ckpt"))
+    if trainer.global_rank == 0:
+        sharded_checkpoint.consolidate(os.path.join(out, "fsdp-mid.ckpt"), os.path.join(out, "fsdp-mid-whole.ckpt"))
     dist.barrier()
     weights["fsdp_from_whole"], _ = fit(out, "fsdp", ckpt_path=os.path.join(out, "fsdp-mid-whole.ckpt"))
+    manual = os.path.join(out, "manual-mid.ckpt")
+    weights["manual_full"], _ = fit(out, "fsdp", save=manual, manual=True)
+    weights["manual_resumed"], _ = fit(out, "fsdp", ckpt_path=manual, manual=True)
+    from torch.distributed.checkpoint import FileSystemReader
+
+    saved = FileSystemReader(manual).read_metadata().state_dict_metadata
+    result["manual_saved_grads"] = sorted(k for k in saved if k.startswith("grads."))
     with open(os.path.join(out, f"rank{trainer.global_rank}.json"), "w") as f:
         json.dump(result, f)
     if trainer.global_rank == 0:

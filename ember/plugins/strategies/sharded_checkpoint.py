@@ -6,7 +6,8 @@ A sharded checkpoint is a directory:
   tensors) and ``optimizer_states`` (one state per optimizer, keyed by parameter name, sharded alike); every
   rank writes its own shards, so nothing is gathered;
 * ``meta.pt`` (written by global rank 0) holds the rest of the checkpoint dict: loop progress, random states,
-  hyperparameters, callback and plugin states.
+  hyperparameters, callback and plugin states. Gradients a checkpoint carries (written in the middle of an
+  accumulation window) go with the DCP files, sharded, as ``grads`` keyed by parameter name.
 
 It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
 crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
@@ -29,7 +30,8 @@ import torch
 from ember.core.errors import CheckpointError
 
 META = "meta.pt"
-_SHARDED_KEYS = ("state_dict", "optimizer_states")
+_SHARDED_KEYS = ("state_dict", "optimizer_states", "grads")
+_PARAM_NAMES = "sharded_param_names"
 
 
 def is_sharded(path: str | os.PathLike) -> bool:
@@ -74,9 +76,13 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
     tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}")
     sharded = {"state_dict": get_model_state_dict(module),
                "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
+    if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
+        sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
     dcp.save(sharded, checkpoint_id=tmp)
     if rank == 0:
         rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+        if "grads" in sharded:  # the parameters' order, to turn the gradients back into a list when consolidating
+            rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
         with open(os.path.join(tmp, META), "wb") as f:
             torch.save(rest, f)
             f.flush()
@@ -132,8 +138,8 @@ def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = 
         where: tuple[Any, ...] = tuple((metadata.planner_data or {}).get(key) or (key,))
         value: Any = None  # a non-tensor value: DCP puts the saved object here
         if isinstance(meta, TensorStorageMetadata):
-            # ("state_dict", fqn) or ("optimizer_states", i, "state", fqn, name): the parameter it belongs to
-            fqn = where[-1] if where[0] == "state_dict" else where[3] if len(where) == 5 else None
+            # ("state_dict", fqn), ("grads", fqn) or ("optimizer_states", i, "state", fqn, name): its parameter
+            fqn = where[-1] if where[0] in ("state_dict", "grads") else where[3] if len(where) == 5 else None
             param = like.get(fqn) if isinstance(fqn, str) else None
             if where[0] == "state_dict" and param is not None:
                 value = param  # read straight into the module's own shards
@@ -147,8 +153,11 @@ def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = 
     except Exception as exc:
         raise CheckpointError(f"cannot load the sharded checkpoint {path!r} into this model: {exc}") from exc
     checkpoint = _read_meta(path, weights_only)
+    checkpoint.pop(_PARAM_NAMES, None)
     checkpoint["state_dict"] = template.get("state_dict", {})
     checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in template.get("optimizer_states", [])]
+    if "grads" in template:
+        checkpoint["grads"] = [template["grads"].get(name) for name, _ in module.named_parameters()]
     return checkpoint
 
 
@@ -246,6 +255,9 @@ def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
             if isinstance(states, dict):  # a list is stored with its positions as keys
                 states = [states[k] for k in sorted(states, key=int)]
             checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in states]
+        names = checkpoint.pop(_PARAM_NAMES, None)
+        if "grads" in tensors and names is not None:
+            checkpoint["grads"] = [tensors["grads"].get(name) for name in names]
         with open(tmp, "wb") as f:
             torch.save(checkpoint, f)
             f.flush()
