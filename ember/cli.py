@@ -51,7 +51,7 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--main-address", "--master-addr", default="127.0.0.1", metavar="HOST",
                    help="host of node 0 (static rendezvous)")
     p.add_argument("--main-port", "--master-port", type=int, default=None, metavar="PORT",
-                   help="port node 0 listens on (static rendezvous; a free one on a single node)")
+                   help="port node 0 listens on (static rendezvous; on a single node the launcher picks one)")
     p.add_argument("--rdzv-backend", choices=("static", "c10d"), default="static",
                    help="static: fixed node ranks; c10d: nodes meet at --rdzv-endpoint and are numbered there")
     p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="where nodes meet (c10d)")
