@@ -114,12 +114,17 @@ class FSDPStrategy(ProcessGroupStrategy):
                 "after sharding because they have no reset_parameters(). Add reset_parameters() to them, or pass "
                 "FSDPStrategy(meta_init=False) to build the model in memory.")
         device = trainer.root_device
-        # Every rank holds the same random state here; draw a common base, then give each rank its own stream so
-        # that the shards of one weight are not copies of each other.
-        base = int(torch.randint(0, 2**62, (1,)).item())
-        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*DTensor random operators.*")
-            torch.manual_seed(base + trainer.global_rank)
+        with contextlib.ExitStack() as stack:
+            if device.type == "cpu":
+                # torch's sharded random generator offsets each shard's stream on accelerators, not on the CPU,
+                # where every rank would draw the same numbers for its shard. Every rank holds the same random
+                # state here: draw a common base, then give each rank its own stream (the global state is
+                # put back afterwards).
+                base = int(torch.randint(0, 2**62, (1,)).item())
+                stack.enter_context(torch.random.fork_rng(devices=[]))
+                stack.enter_context(warnings.catch_warnings())
+                warnings.filterwarnings("ignore", message=".*DTensor random operators.*")
+                torch.manual_seed(base + trainer.global_rank)
             for m in targets:
                 m.to_empty(device=device, recurse=False)
                 with torch.no_grad():
