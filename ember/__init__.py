@@ -19,6 +19,7 @@ from ember.core.errors import (
     PluginConflictError,
     PluginError,
     UnknownPluginError,
+    WorkerFailedError,
 )
 from ember.core.module import Module
 from ember.core.plugin_manager import EmberWarning
@@ -39,6 +40,7 @@ __all__ = [
     "Trainer",
     "TrainerConfig",
     "UnknownPluginError",
+    "WorkerFailedError",
     "hookimpl",
     "hookspec",
     "seed_everything",

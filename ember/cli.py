@@ -44,6 +44,60 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nproc-per-node", type=int, default=1, metavar="N", help="processes to start on this node")
+    p.add_argument("--nnodes", type=int, default=1, metavar="N", help="nodes in the job (each runs this command)")
+    p.add_argument("--node-rank", type=int, default=None, metavar="R", help="this node's rank (static rendezvous)")
+    p.add_argument("--main-address", "--master-addr", default="127.0.0.1", metavar="HOST",
+                   help="host of node 0 (static rendezvous)")
+    p.add_argument("--main-port", "--master-port", type=int, default=None, metavar="PORT",
+                   help="port node 0 listens on (static rendezvous; on a single node the launcher picks one)")
+    p.add_argument("--rdzv-backend", choices=("static", "c10d"), default="static",
+                   help="static: fixed node ranks; c10d: nodes meet at --rdzv-endpoint and are numbered there")
+    p.add_argument("--rdzv-endpoint", default=None, metavar="HOST:PORT", help="where nodes meet (c10d)")
+    p.add_argument("--run-id", default=None, help="job id shared by the nodes (c10d)")
+    p.add_argument("--kill-timeout", type=float, default=None, metavar="SECONDS",
+                   help="after one process fails, how long the others get between SIGTERM and SIGKILL")
+    p.add_argument("-m", dest="module", action="store_true", help="run the target as a module (python -m)")
+    p.add_argument("target", metavar="script.py", help="the training script (or module, with -m)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+
+
+@command("run", "start a script in several processes (like torchrun); each finds its rank and world by itself",
+         _run_args)
+def _run(args: argparse.Namespace) -> int:
+    from ember.core.errors import ConfigurationError, WorkerFailedError
+    from ember.launcher import KILL_TIMEOUT, run_processes
+
+    argv = ["-m", args.target, *args.args] if args.module else [args.target, *args.args]
+    try:
+        return run_processes(argv, args.nproc_per_node, nnodes=args.nnodes, node_rank=args.node_rank,
+                             main_address=args.main_address, main_port=args.main_port,
+                             rdzv_backend=args.rdzv_backend, rdzv_endpoint=args.rdzv_endpoint, run_id=args.run_id,
+                             kill_timeout=KILL_TIMEOUT if args.kill_timeout is None else args.kill_timeout)
+    except (WorkerFailedError, ConfigurationError) as exc:
+        print(f"ember run: {exc}", file=sys.stderr)
+        return 1
+
+
+def _consolidate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("checkpoint", help="a sharded checkpoint directory (strategy='fsdp')")
+    p.add_argument("output", help="the single checkpoint file to write")
+
+
+@command("consolidate", "turn a sharded checkpoint directory into one checkpoint file", _consolidate_args)
+def _consolidate(args: argparse.Namespace) -> int:
+    from ember.core.errors import CheckpointError
+    from ember.plugins.strategies.sharded_checkpoint import consolidate
+
+    try:
+        print(consolidate(args.checkpoint, args.output))
+    except CheckpointError as exc:
+        print(f"ember consolidate: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ember", description="PyTorch training whose every step is a hook.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -371,10 +371,11 @@ def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
 
 
 def test_none_means_the_default_as_in_lightning() -> None:
-    trainer = ember.Trainer(**QUIET, precision=None, accelerator=None, strategy=None, callbacks=None, plugins=None,
-                            checkpoint_io=None)
+    trainer = ember.Trainer(**QUIET, precision=None, accelerator=None, strategy=None, environment=None, callbacks=None,
+                            plugins=None, checkpoint_io=None)
     assert trainer.role_identities == {"accelerator": "accelerator.cpu", "strategy": "strategy.single_device",
-                                       "precision": "precision.32-true", "checkpoint_io": "checkpoint_io.torch"}
+                                       "precision": "precision.32-true", "environment": "environment.local",
+                                       "checkpoint_io": "checkpoint_io.torch"}
 
 
 @pytest.mark.parametrize(("given", "closest"), [("max_epoch", "max_epochs"), ("gpus", None),

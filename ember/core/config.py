@@ -94,8 +94,9 @@ def _role_arg(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
                                  f"{role!r}; pass it as {declared}=... or in plugins=[...].")
 
 
-_ROLE_EXAMPLES = {"accelerator": "'auto', 'cpu' or 'cuda'", "strategy": "'auto' or 'single_device'",
-                  "precision": "'32-true' or 'bf16-mixed'", "checkpoint_io": "'torch'"}
+_ROLE_EXAMPLES = {"accelerator": "'auto', 'cpu' or 'cuda'", "strategy": "'auto', 'single_device' or 'ddp'",
+                  "precision": "'32-true' or 'bf16-mixed'", "environment": "'auto', 'torchrun' or 'slurm'",
+                  "checkpoint_io": "'torch'"}
 
 
 def _plugin_objects(instance: Any, attribute: attrs.Attribute, value: tuple) -> None:
@@ -223,6 +224,7 @@ class TrainerConfig:
     devices: Any = "auto"
     num_nodes: int = attrs.field(default=1, validator=_non_negative_int("num_nodes", 1))
     precision: Any = attrs.field(default="32-true", converter=_precision, validator=_role_arg)
+    environment: Any = attrs.field(default="auto", converter=_auto_if_none, validator=_role_arg)
     checkpoint_io: Any = attrs.field(default="torch", converter=lambda v: "torch" if v is None else v,
                                      validator=_role_arg)
     callbacks: tuple = attrs.field(default=(), converter=_tuple, validator=_plugin_objects)

@@ -34,3 +34,19 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     """A ``" Did you mean 'x'?"`` suffix for the closest of ``choices``, or ``""``."""
     close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
+
+
+class WorkerFailedError(EmberError, RuntimeError):
+    """A process of a multi-process job failed; raised in the process that started the job.
+
+    ``rank`` is the global rank that failed first, ``error`` its exception as ``"Type: message"`` and
+    ``remote_traceback`` its traceback as text (empty when the process died without one, e.g. killed).
+    """
+
+    def __init__(self, message: str, rank: int, error: str = "", remote_traceback: str = "",
+                 exitcode: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.error = error
+        self.remote_traceback = remote_traceback
+        self.exitcode = exitcode

@@ -85,6 +85,11 @@ class Loops:
         info = h.distributed_info(trainer=t)
         t.global_rank, t.local_rank = info["global_rank"], info["local_rank"]
         t.node_rank, t.world_size = info.get("node_rank", 0), info["world_size"]
+        if h.launch is not None:
+            status = h.launch(trainer=t, fn=fn)
+            if status is not None:  # the job ran in the processes the strategy started; this one is done
+                t.state["status"] = "launched"
+                raise SystemExit(status)
         if h.setup_environment is not None:
             h.setup_environment(trainer=t)
         if cfg.deterministic:

@@ -28,7 +28,7 @@ from ember.core.signals import SignalExit
 log = logging.getLogger("ember")
 
 #: Roles selected by a Trainer argument: role -> the argument naming it. One plugin per role is active.
-SELECTED_ROLES = ("accelerator", "strategy", "precision", "checkpoint_io")
+SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkpoint_io")
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
@@ -479,6 +479,8 @@ class Trainer:
         try:
             return self._loops.run(fn, loaders, options)
         except BaseException as exc:
+            if isinstance(exc, SystemExit) and self.state["status"] == "launched":
+                raise
             interrupted = isinstance(exc, (KeyboardInterrupt, SignalExit))
             self.state["status"] = "interrupted" if interrupted else "failed"
             self.interrupted = interrupted
@@ -610,6 +612,8 @@ class Trainer:
             weight = float(batch_size) if batch_size is not None else self._batch_size()
         entry.add(tensor, weight)
         if entry.on_step:
+            if entry.sync_dist and self.world_size > 1:  # the step value shown and logged is the global one
+                tensor = entry.last = self.hook.reduce(trainer=self, tensor=tensor, op=_sync_op(entry))
             self._publish_step(entry, tensor)
         if self._log_defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self._publish_epoch(entry, entry.compute())
@@ -637,8 +641,7 @@ class Trainer:
         if value is None or self.sanity_checking:
             return
         if entry.sync_dist and self.world_size > 1 and entry.metric is None:
-            value = self.hook.reduce(trainer=self, tensor=value, op="mean" if entry.reduce_fx == "mean"
-                                     else entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean")
+            value = self.hook.reduce(trainer=self, tensor=value, op=_sync_op(entry))
         key = entry.epoch_key
         self.callback_metrics[key] = value
         if entry.on_step:
@@ -676,9 +679,17 @@ class Trainer:
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return self.plugin_manager.hook.broadcast(trainer=self, obj=obj, src=src)
 
+    def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
+        return self.plugin_manager.hook.all_gather(trainer=self, tensor=tensor, sync_grads=sync_grads)
+
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
+
+
+def _sync_op(entry: MetricEntry) -> str:
+    """The collective that ``sync_dist`` applies: the entry's own reduction, or a mean for a callable one."""
+    return entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean"
 
 
 def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:

@@ -32,6 +32,7 @@ __all__ = [
     "DistributedInfo",
     "EventHooks",
     "LastCheckpointPath",
+    "Launch",
     "LoadCheckpoint",
     "LogHyperparams",
     "LogMetrics",
@@ -507,6 +508,13 @@ if TYPE_CHECKING:
 
         def distributed_info(self, trainer: Trainer) -> dict | None:
             """Answer this process's place in the job."""
+            return None
+
+    class Launch(Protocol):
+        """``launch`` (role hook, firstresult)."""
+
+        def launch(self, trainer: Trainer, fn: str) -> int | None:
+            """Start the job's processes from a process that is not one of them, and wait for them to finish."""
             return None
 
     class SetupEnvironment(Protocol):

@@ -204,11 +204,37 @@ def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -
 def distributed_info(trainer: Trainer) -> dict | None:
     """Answer this process's place in the job.
 
-    Called once per run, first, on every rank. The fallback answers a single process.
+    Called once per run, first, on every rank. The active cluster environment (``environment.torchrun``,
+    ``environment.slurm``, ``environment.local``) answers it from what its launcher set (environment
+    variables); the fallback answers a single process. A strategy wraps it (``info = yield``) to read the
+    answer: that is how strategies learn the job's shape without calling the environment.
 
     :param trainer: the trainer.
-    :returns: a dict with ``global_rank``, ``local_rank``, ``node_rank`` and ``world_size``. Stops at first
-        non-None result.
+    :returns: a dict with ``global_rank``, ``local_rank``, ``node_rank`` and ``world_size``, and optionally
+        ``local_world_size`` (processes on this node), ``num_nodes``, ``main_address`` and ``main_port``
+        (where global rank 0 hosts the process group's rendezvous), and ``launched`` (True when this process
+        is one of a job's processes started by a launcher or by hand; False or missing in a process the user
+        started alone, from which a strategy may start the job with ``launch``). Stops at first non-None
+        result.
+    """
+
+
+@hookspec(firstresult=True)
+def launch(trainer: Trainer, fn: str) -> int | None:
+    """Start the job's processes from a process that is not one of them, and wait for them to finish.
+
+    Called once per run, right after ``distributed_info`` and before ``setup_environment``, only when a
+    plugin implements it. A multi-process strategy answers it when ``distributed_info`` says this process
+    was not ``launched`` but the run asks for several processes (``Trainer(devices=N)``): it starts them
+    (they re-run the program, find themselves ``launched`` and run the loop), waits, and answers their exit
+    status. Core then ends this process with that status (``SystemExit``) without running the loop or any
+    other hook: the started processes did the work. A failure in a started process is raised from here, as
+    an exception naming the rank and the original error (``on_exception`` then runs as for any error).
+
+    :param trainer: the trainer.
+    :param fn: the entry point being run: ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``.
+    :returns: the job's exit status, or None to run the loop in this process. Stops at first non-None
+        result.
     """
 
 

@@ -1,0 +1,198 @@
+"""Starting a multi-process job with torch's elastic agent (the engine behind ``torchrun``).
+
+Used by the multi-process strategies when a plain ``python train.py`` asks for ``Trainer(devices=N)``, and by
+``ember run``. Each started process re-runs the program with torchrun's environment variables set, so it
+finds itself ``launched`` (``environment.torchrun``) and runs the loop; this process only waits. When one
+process fails, the agent stops the others (SIGTERM, then SIGKILL after ``kill_timeout`` seconds) and the
+failure is raised here as :class:`ember.WorkerFailedError`, naming the rank and carrying its traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ember.core.errors import ConfigurationError, WorkerFailedError
+
+#: Seconds between the agent's checks of its processes: how soon a failure is noticed.
+MONITOR_INTERVAL = 0.1
+#: Seconds the agent waits after SIGTERM before it SIGKILLs a process that is still there.
+KILL_TIMEOUT = 5
+
+
+def script_argv() -> list[str]:
+    """The arguments that make ``python`` run this program again: ``[script, *args]`` or ``["-m", module, *args]``.
+
+    Raises :class:`ember.ConfigurationError` when the program cannot be re-run (an interactive session,
+    ``python -c``, a notebook, or pytest).
+    """
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    how = ("Start the processes yourself instead: `ember run --nproc-per-node N script.py` or "
+           "`torchrun --nproc-per-node N script.py`, or pass devices=1.")
+    if "PYTEST_CURRENT_TEST" in os.environ:
+        raise ConfigurationError("a multi-process strategy would start its processes by re-running the program, "
+                                 f"but this is a pytest session. {how}")
+    if spec is not None and spec.name not in ("__main__", None) and not spec.name.startswith("ipykernel"):
+        return ["-m", spec.name.removesuffix(".__main__"), *sys.argv[1:]]
+    script = getattr(main, "__file__", None)
+    if not script or not os.path.isfile(script) or not sys.argv or sys.argv[0] in ("", "-c"):
+        raise ConfigurationError("a multi-process strategy starts its processes by re-running the program, but this "
+                                 f"program was not started from a script (interactive session, notebook or -c). {how}")
+    return [os.path.abspath(script), *sys.argv[1:]]
+
+
+def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, node_rank: int | None = None,
+                  main_address: str = "127.0.0.1", main_port: int | None = None, rdzv_backend: str = "static",
+                  rdzv_endpoint: str | None = None, run_id: str | None = None, max_restarts: int = 0,
+                  monitor_interval: float = MONITOR_INTERVAL, kill_timeout: float = KILL_TIMEOUT) -> int:
+    """Run ``python *argv`` in ``nproc_per_node`` processes on this node (of ``nnodes``) and wait for them.
+
+    ``rdzv_backend="static"`` (the default) needs every node's ``node_rank`` and rank 0's ``main_address`` and
+    ``main_port`` (on a single node without a port, the agent picks one itself); ``"c10d"`` lets the nodes meet at
+    ``rdzv_endpoint`` (``host:port``) and numbers them itself. Returns 0 when every process succeeded;
+    raises :class:`ember.WorkerFailedError` for the process that failed first, and ``SystemExit(128 + signal)``
+    when this process is interrupted (Ctrl-C: the processes get the signal too).
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    if nproc_per_node < 1 or nnodes < 1:
+        raise ConfigurationError(f"cannot start {nproc_per_node} processes per node on {nnodes} nodes: both must "
+                                 "be at least 1.")
+    configs: dict[str, Any] = {}
+    if rdzv_backend == "static" and nnodes == 1 and main_port is None:
+        # One node and no port asked for: let the agent's store bind a port of its own choosing (as torchrun
+        # --standalone does), rather than pick a free one here that something else could take in between.
+        rdzv_backend, rdzv_endpoint = "c10d", f"{main_address}:0"
+    if rdzv_backend == "static":
+        if node_rank is None:
+            if nnodes > 1:
+                raise ConfigurationError(f"{nnodes} nodes with static rendezvous need each node's rank: pass "
+                                         "--node-rank (or set NODE_RANK) on every node.")
+            node_rank = 0
+        if not 0 <= node_rank < nnodes:
+            raise ConfigurationError(f"node rank {node_rank} is outside 0..{nnodes - 1}.")
+        if main_port is None:
+            raise ConfigurationError(f"{nnodes} nodes need the port where node 0 listens: pass --main-port "
+                                     "(or set MASTER_PORT) on every node.")
+        rdzv_endpoint = f"{main_address}:{main_port}"
+        configs["rank"] = node_rank
+    elif rdzv_backend == "c10d":
+        if not rdzv_endpoint:
+            if nnodes > 1:
+                raise ConfigurationError("c10d rendezvous over several nodes needs --rdzv-endpoint host:port.")
+            rdzv_endpoint = f"{main_address}:0"
+    else:
+        raise ConfigurationError(f"rendezvous backend {rdzv_backend!r} is not supported: use 'static' or 'c10d'.")
+    if nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # Like torchrun: keep N processes from each starting a thread per core.
+        os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc_per_node))
+    with tempfile.TemporaryDirectory(prefix="ember-launch-") as log_dir:
+        config = LaunchConfig(
+            min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id or uuid.uuid4().hex,
+            rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint or "", rdzv_configs=configs,
+            max_restarts=max_restarts, monitor_interval=monitor_interval, start_method="spawn",
+            logs_specs=DefaultLogsSpecs(log_dir=log_dir), shutdown_timeout=int(max(1, kill_timeout)))
+        try:
+            with _kill_timeout_on_failure():
+                elastic_launch(config, entrypoint=sys.executable)(*argv)
+        except ChildFailedError as err:
+            raise describe_failure(err) from None
+        except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
+            raise SystemExit(128 + int(sig.sigval)) from None
+    return 0
+
+
+@contextlib.contextmanager
+def _kill_timeout_on_failure() -> Iterator[None]:
+    """Make the agent honour ``shutdown_timeout`` when it stops the other processes after a failure.
+
+    torch's elastic agent (2.x) stops the survivors of a failed process with a fixed 30 s between SIGTERM and
+    SIGKILL (``PContext.close()``'s default), whatever ``shutdown_timeout`` says; a process that ignores
+    SIGTERM (or saves a checkpoint on it and waits in a collective) would outlive the failure by 30 s. The
+    launcher builds its agent from ``torch.distributed.launcher.api.LocalElasticAgent``, so a subclass that
+    gives its process context the configured timeout is put there for the call.
+    """
+    import torch.distributed.launcher.api as api
+
+    base = getattr(api, "LocalElasticAgent", None)
+    if base is None or not hasattr(base, "_start_workers"):
+        yield
+        return
+
+    class Agent(base):  # type: ignore[misc, valid-type]
+        def _start_workers(self, worker_group: Any) -> Any:
+            started = super()._start_workers(worker_group)
+            pcontext = getattr(self, "_pcontext", None)
+            timeout = getattr(self, "_shutdown_timeout", None)
+            if pcontext is not None and isinstance(timeout, int):
+                close = pcontext.close
+
+                def close_within_timeout(death_sig: Any = None, *args: Any, **kwargs: Any) -> None:
+                    close(death_sig, timeout)
+
+                pcontext.close = close_within_timeout
+            return started
+
+    api.LocalElasticAgent = Agent  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        api.LocalElasticAgent = base  # type: ignore[misc]
+
+
+def _ember_info(failure: Any) -> dict:
+    message = failure.message
+    if isinstance(message, dict):
+        return message.get("extraInfo", {}).get("ember", {}) or {}
+    return {}
+
+
+def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
+    """The failure that started it: the earliest one that was not caused by a peer's (ember's error files say
+    which), else the agent's choice (earliest whole-second timestamp)."""
+    def key(item: tuple[int, Any]) -> tuple:
+        rank, f = item
+        info = _ember_info(f)
+        return (bool(info.get("peer_failure", False)), info.get("time", float(f.timestamp)), rank)
+
+    return min(failures.items(), key=key)
+
+
+def describe_failure(err: Any) -> WorkerFailedError:
+    """A :class:`WorkerFailedError` for the elastic agent's ``ChildFailedError``."""
+    rank, failure = root_failure(err.failures)
+    message = failure.message
+    error, remote_tb = "", ""
+    if isinstance(message, dict):
+        error = str(message.get("message", ""))
+        remote_tb = str(message.get("extraInfo", {}).get("py_callstack", ""))
+    elif failure.exitcode < 0:
+        error = f"killed by signal {failure.signal_name()}"
+    else:
+        error = f"exited with code {failure.exitcode} without a Python error (e.g. os._exit or a crash)"
+    lines = [f"rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) failed: {error}"]
+    if remote_tb:
+        lines += ["", f"Traceback from rank {rank}:", remote_tb.rstrip()]
+    others = [f"rank {r}: {_short(f)}" for r, f in sorted(err.failures.items()) if r != rank]
+    if others:
+        lines += ["", "Also failed: " + "; ".join(others)]
+    return WorkerFailedError("\n".join(lines), rank=rank, error=error, remote_traceback=remote_tb,
+                             exitcode=failure.exitcode)
+
+
+def _short(failure: Any) -> str:
+    message = failure.message
+    if isinstance(message, dict):
+        text = str(message.get("message", ""))
+        return text + (" (after another rank failed)" if _ember_info(failure).get("peer_failure") else "")
+    return str(message) if message else f"exit code {failure.exitcode}"
+

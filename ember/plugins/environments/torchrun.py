@@ -1,0 +1,127 @@
+"""``environment.torchrun``: processes started by ``torchrun`` or torch's elastic agent.
+
+ember's own launcher (``Trainer(devices=N)`` from a plain script, ``ember run``) starts its processes with
+the same agent, so they land here too. On an error, the process writes the elastic agent's error file, so
+the agent (and ``torchrun``'s summary) names the rank that failed and shows its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from typing import Any
+
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+from ember.plugins.environments import env_int
+
+#: What torchrun sets for every worker.
+_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def detected() -> bool:
+    """True in a process started by torchrun / the elastic agent."""
+    return "TORCHELASTIC_RUN_ID" in os.environ and all(v in os.environ for v in _VARS)
+
+
+def peer_failure(exc: BaseException) -> bool:
+    """True when ``exc`` most likely comes from another process having failed first: a collective or the
+    rendezvous store lost its connection to a peer."""
+    import torch.distributed as dist
+
+    if isinstance(exc, getattr(dist, "DistError", ())):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        s in text for s in ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
+                            "ProcessGroupGloo", "Socket Timeout", "NCCL communicator was aborted"))
+
+
+_written: dict[str, BaseException] = {}
+
+
+def write_error_file(exc: BaseException, global_rank: int) -> None:
+    """Record ``exc`` in the file the elastic agent reads (``TORCHELASTIC_ERROR_FILE``), in the agent's format,
+    plus ember's own fields: the rank, a precise time and whether the error looks caused by a peer."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if not path or _written.get("exception") is exc:
+        return
+    _written["exception"] = exc
+    now = time.time()
+    secondary = peer_failure(exc)
+    data = {"message": {
+        "message": f"{type(exc).__name__}: {exc}",
+        "extraInfo": {
+            "py_callstack": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            # The agent names the failure with the earliest (whole-second) timestamp as the root cause; a
+            # failure caused by a peer's is dated a second later so that the peer's wins a tie.
+            "timestamp": str(int(now) + (1 if secondary else 0)),
+            "ember": {"rank": global_rank, "time": now, "peer_failure": secondary,
+                      "exception": type(exc).__name__},
+        },
+    }}
+    try:
+        with open(path, "w") as f:
+            json.dump(data, f)
+    except OSError:
+        pass
+
+
+def install_excepthook(global_rank: int) -> None:
+    """Record an error that escapes the script outside a run too (after ``fit``, say); chains the previous hook."""
+    import sys
+
+    previous = sys.excepthook
+    if getattr(previous, "_ember_rank", None) is not None:
+        return
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            write_error_file(exc, global_rank)
+        previous(kind, exc, tb)
+
+    hook._ember_rank = global_rank  # type: ignore[attr-defined]
+    sys.excepthook = hook
+
+
+class TorchrunEnvironment:
+    """Reads ``RANK``, ``LOCAL_RANK``, ``GROUP_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and
+    ``MASTER_PORT``, as set by torchrun for each worker."""
+
+    role = "environment"
+    identity = "environment.torchrun"
+
+    @staticmethod
+    def auto_select(config: Any) -> int | None:
+        return 30 if detected() else None
+
+    @staticmethod
+    def check_available(config: Any) -> None:
+        if not detected():
+            missing = [v for v in ("TORCHELASTIC_RUN_ID", *_VARS) if v not in os.environ]
+            raise ConfigurationError(
+                f"Trainer(environment='torchrun'): this process was not started by torchrun ({', '.join(missing)} "
+                "unset). Start it with `torchrun` or `ember run`, or use environment='auto'.")
+
+    @hookimpl
+    def distributed_info(self) -> dict:
+        world, local_world = env_int("WORLD_SIZE"), env_int("LOCAL_WORLD_SIZE")
+        install_excepthook(env_int("RANK"))
+        return {
+            "global_rank": env_int("RANK"),
+            "local_rank": env_int("LOCAL_RANK"),
+            "node_rank": env_int("GROUP_RANK"),
+            "world_size": world,
+            "local_world_size": local_world,
+            "num_nodes": env_int("GROUP_WORLD_SIZE", max(1, world // max(local_world, 1))),
+            "main_address": os.environ["MASTER_ADDR"],
+            "main_port": env_int("MASTER_PORT"),
+            "launched": True,
+        }
+
+    @hookimpl
+    def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        if not isinstance(exception, KeyboardInterrupt):
+            write_error_file(exception, trainer.global_rank)

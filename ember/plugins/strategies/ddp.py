@@ -1,0 +1,117 @@
+"""``strategy.ddp``: ``DistributedDataParallel``, one process per device (gloo on CPU, NCCL on CUDA).
+
+Every rank holds the whole model; each trains on its share of every batch and the gradients are averaged in
+backward. ``Trainer(strategy="auto")`` picks it when ``devices``/``num_nodes`` ask for more than one process or
+when a launcher (torchrun, SLURM) started this process. From a plain ``python train.py`` it starts the
+processes itself (see :mod:`ember.launcher`).
+
+The training step runs through the DDP wrapper, so its gradient hooks are armed; under gradient accumulation
+the micro-batches before the last of a window run under ``no_sync()``, so gradients are averaged once per
+optimizer step. Validation, test and predict steps run on the module directly (no gradients to average).
+Checkpoints are written by global rank 0 only.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Generator
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+from ember.plugins.environments import local, slurm, torchrun
+from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, requested_processes
+
+_MISSING = object()
+
+
+class _TrainingStepForward(torch.nn.Module):
+    """What DDP wraps: a module whose ``forward`` is the user's ``training_step``."""
+
+    def __init__(self, module: torch.nn.Module, training_step: Any) -> None:
+        super().__init__()
+        self.module = module
+        self.training_step = training_step
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.training_step(*args, **kwargs)
+
+
+def _ddp_arguments() -> frozenset[str]:
+    from torch.nn.parallel import DistributedDataParallel
+
+    return frozenset(inspect.signature(DistributedDataParallel.__init__).parameters) - {"self", "module", "device_ids",
+                                                                                          "output_device"}
+
+
+class DDPStrategy(ProcessGroupStrategy):
+    """``DDPStrategy(**ddp_kwargs)``: keyword arguments of ``DistributedDataParallel`` (``find_unused_parameters``,
+    ``static_graph``, ``bucket_cap_mb``, ``gradient_as_bucket_view``, ...) are passed on; the process-group ones
+    (``process_group_backend``, ``timeout``, ``distributed_sampler``, ``kill_timeout``) are the base's."""
+
+    identity = "strategy.ddp"
+
+    def __init__(self, *, process_group_backend: str | None = None, timeout: Any = None,
+                 distributed_sampler: bool = True, kill_timeout: float | None = None, **ddp_kwargs: Any) -> None:
+        base: dict[str, Any] = {"process_group_backend": process_group_backend, "distributed_sampler": distributed_sampler,
+                                "kill_timeout": kill_timeout}
+        if timeout is not None:
+            base["timeout"] = timeout
+        super().__init__(**base)
+        unknown = sorted(set(ddp_kwargs) - _ddp_arguments())
+        if unknown:
+            raise ConfigurationError(f"DDPStrategy({', '.join(unknown)}=...): not an argument of DistributedDataParallel; "
+                                     f"allowed: {', '.join(sorted(_ddp_arguments()))}.")
+        self.ddp_kwargs = ddp_kwargs
+        self.model: Any = None
+
+    @staticmethod
+    def auto_select(config: Any) -> int | None:
+        """Above ``single_device`` when several processes are asked for or a launcher started this one."""
+        try:
+            several = requested_processes(config) > 1 or config.num_nodes > 1
+        except ConfigurationError:
+            several = False
+        launched = torchrun.detected() or slurm.detected() or local.started_by_hand()
+        return 10 if several or launched else None
+
+    @hookimpl
+    def setup_module(self, trainer: Any, module: torch.nn.Module) -> Any:
+        from torch.nn.parallel import DistributedDataParallel
+
+        device = trainer.root_device
+        device_ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
+        self.model = DistributedDataParallel(_TrainingStepForward(module, module.training_step), device_ids=device_ids,
+                                             **self.ddp_kwargs)
+        return self.model
+
+    @hookimpl(wrapper=True)
+    def step(self, trainer: Any, module: Any, batch_idx: int, stage: str) -> Generator[None, Any, Any]:
+        model = self.model
+        if stage != "train" or model is None:
+            return (yield)
+        # The fallback calls ``module.training_step``: for this call that name leads through DDP's forward.
+        attrs = module.__dict__
+        previous = attrs.get("training_step", _MISSING)
+        attrs["training_step"] = model
+        try:
+            if accumulating(trainer, module, batch_idx):
+                with model.no_sync():
+                    return (yield)
+            return (yield)
+        finally:
+            if previous is _MISSING:
+                del attrs["training_step"]
+            else:
+                attrs["training_step"] = previous
+
+    @hookimpl(tryfirst=True)
+    def save_checkpoint(self, trainer: Any) -> Any:
+        return None if trainer.global_rank == 0 else True  # answered on other ranks: nothing to write
+
+    @hookimpl
+    def teardown(self) -> None:
+        self.model = None
+        super().teardown()

@@ -1,0 +1,320 @@
+"""What the multi-process strategies (``strategy.ddp``, ``strategy.fsdp``) share.
+
+One process per device, joined in a ``torch.distributed`` process group (gloo on CPU, NCCL on CUDA):
+
+* ``distributed_info`` is wrapped to read the job's shape from the active cluster environment;
+* ``launch`` starts the job's processes from a plain ``python train.py`` (:mod:`ember.launcher`);
+* ``setup_environment`` brings up the process group (kept for the life of the process, destroyed at exit);
+* ``process_dataloader`` gives each rank its share of the data (:mod:`ember.plugins.strategies.sampler`);
+* the collectives (``reduce``, ``all_gather``, ``broadcast``, ``barrier``, ``reduce_boolean_decision``).
+
+Failure: a rank that raises ends its process; the launcher (ember's or torchrun) notices within its monitor
+interval (0.1 s) and stops the others. Ranks started some other way notice the lost connection in their
+next collective or, at the latest, when the process group's ``timeout`` runs out.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+from ember.plugins.strategies.sampler import shard_loader
+
+#: How long a collective may wait for the other ranks before it fails (torch's own default).
+DEFAULT_TIMEOUT = timedelta(minutes=30)
+_REDUCE_OPS = ("sum", "mean", "max", "min")
+_state = {"owned": False, "failed": False}
+
+
+def requested_processes(config: Any, accelerator: str | None = None) -> int:
+    """Processes per node that ``Trainer(devices=...)`` asks for (``"auto"``: every CUDA device under the cuda
+    accelerator, else 1)."""
+    devices = config.devices
+    if isinstance(devices, bool):
+        raise ConfigurationError(f"Trainer(devices={devices!r}) is invalid: expected an int, a list of device "
+                                 "indices, a string like '0,1', or 'auto'.")
+    if devices in ("auto", None, -1, "-1"):
+        if accelerator == "cuda" and torch.cuda.is_available():
+            return max(1, torch.cuda.device_count())
+        return 1
+    if isinstance(devices, (list, tuple)):
+        return len(devices)
+    if isinstance(devices, str):
+        parts = [d for d in devices.split(",") if d.strip()]
+        if len(parts) > 1 or devices.strip().endswith(","):
+            return len(parts)
+        devices = devices.strip()
+        if not devices.isdigit():
+            raise ConfigurationError(f"Trainer(devices={config.devices!r}) is invalid: expected an int, a list of "
+                                     "device indices, a string like '0,1', or 'auto'.")
+        devices = int(devices)
+    if not isinstance(devices, int) or devices < 1:
+        raise ConfigurationError(f"Trainer(devices={config.devices!r}) is invalid: expected a number of devices >= 1, "
+                                 "a list of device indices, or 'auto'.")
+    return devices
+
+
+def accumulating(trainer: Any, module: Any, batch_idx: int) -> bool:
+    """True for a training micro-batch whose gradients stay local: not the last of its accumulation window.
+
+    The loop steps the optimizer on ``(i + 1) % k == 0`` and on the epoch's last batch; with data of unknown
+    length the last batch is not known in advance, so every micro-batch synchronises."""
+    k = trainer.config.accumulate_grad_batches
+    if k == 1 or not getattr(module, "automatic_optimization", True):
+        return False
+    return (batch_idx + 1) % k != 0 and batch_idx + 1 < trainer.num_training_batches
+
+
+def _accelerator_name(trainer: Any) -> str:
+    return trainer.role_identities.get("accelerator", "accelerator.cpu").split(".", 1)[1]
+
+
+def default_backend(device_type: str) -> str:
+    """The process-group backend for a device type: NCCL for CUDA, gloo for the CPU."""
+    import torch.distributed as dist
+
+    if device_type == "cuda":
+        return "nccl" if dist.is_nccl_available() else "gloo"
+    return dist.Backend.default_device_backend_map.get(device_type, "gloo")
+
+
+def _destroy_group_at_exit() -> None:
+    import torch.distributed as dist
+
+    # After a failure a collective may be pending: leave the group to the process's end rather than risk a hang.
+    if _state["owned"] and not _state["failed"] and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class ProcessGroupStrategy:
+    """Base of the multi-process strategies; see the module docstring."""
+
+    role = "strategy"
+    identity = "strategy.distributed"
+
+    def __init__(self, *, process_group_backend: str | None = None, timeout: timedelta | float = DEFAULT_TIMEOUT,
+                 distributed_sampler: bool = True, kill_timeout: float | None = None) -> None:
+        if not isinstance(timeout, timedelta):
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+                raise ConfigurationError(f"{type(self).__name__}(timeout={timeout!r}) is invalid: expected seconds > 0 "
+                                         "or a datetime.timedelta.")
+            timeout = timedelta(seconds=timeout)
+        self.process_group_backend = process_group_backend
+        self.timeout = timeout
+        self.distributed_sampler = distributed_sampler
+        self.kill_timeout = kill_timeout
+        self.info: dict[str, Any] = {}
+        self._quieted: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+    @staticmethod
+    def check_available(config: Any) -> None:
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            raise ConfigurationError("this torch build has no torch.distributed, which multi-process strategies need; "
+                                     "use strategy='single_device'.")
+
+    # -- the job ------------------------------------------------------------------------------------------------
+    @hookimpl(wrapper=True)
+    def distributed_info(self, trainer: Any) -> Generator[None, dict, dict]:
+        info = yield
+        self.info = dict(info)
+        if self.info.get("launched"):
+            self._check_shape(trainer)
+        return info
+
+    def _check_shape(self, trainer: Any) -> None:
+        config, info = trainer.config, self.info
+        local = info.get("local_world_size")
+        if config.devices not in ("auto", None, -1, "-1") and local is not None:
+            wanted = requested_processes(config, _accelerator_name(trainer))
+            if wanted != local:
+                raise ConfigurationError(
+                    f"Trainer(devices={config.devices!r}) asks for {wanted} processes per node, but the launcher started "
+                    f"{local} on this node (world size {info['world_size']}). Make them agree, or pass devices='auto' "
+                    "to take the launcher's count.")
+        nodes = info.get("num_nodes")
+        if config.num_nodes != 1 and nodes is not None and config.num_nodes != nodes:
+            raise ConfigurationError(f"Trainer(num_nodes={config.num_nodes}) disagrees with the {nodes} nodes the launcher "
+                                     "started; make them agree, or leave num_nodes at 1 to take the launcher's count.")
+
+    @hookimpl
+    def launch(self, trainer: Any) -> int | None:
+        if self.info.get("launched"):
+            return None
+        nproc = requested_processes(trainer.config, _accelerator_name(trainer))
+        nodes = trainer.config.num_nodes
+        if nproc * nodes == 1:
+            return None  # a job of one process: run it here
+        from ember.launcher import KILL_TIMEOUT, run_processes, script_argv
+
+        argv = script_argv()
+        node_rank = None
+        if nodes > 1:
+            if "NODE_RANK" not in os.environ or "MASTER_ADDR" not in os.environ:
+                raise ConfigurationError(
+                    f"Trainer(num_nodes={nodes}) from a plain `python` needs NODE_RANK, MASTER_ADDR and MASTER_PORT set "
+                    "on every node; or start each node with `ember run --nnodes N --node-rank R ...` or torchrun.")
+            node_rank = int(os.environ["NODE_RANK"])
+        return run_processes(argv, nproc, nnodes=nodes, node_rank=node_rank,
+                             main_address=self.info.get("main_address") or "127.0.0.1",
+                             main_port=self.info.get("main_port"),
+                             kill_timeout=KILL_TIMEOUT if self.kill_timeout is None else self.kill_timeout)
+
+    @hookimpl
+    def setup_environment(self, trainer: Any) -> None:
+        import torch.distributed as dist
+
+        logger = logging.getLogger("ember")
+        if trainer.global_rank != 0 and self._quieted is None:  # rank-zero-only informational logging
+            self._quieted = logger.level
+            logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+        if dist.is_initialized():
+            if dist.get_world_size() != trainer.world_size or dist.get_rank() != trainer.global_rank:
+                raise ConfigurationError(
+                    f"a process group is already up with rank {dist.get_rank()} of {dist.get_world_size()}, but the "
+                    f"cluster environment says rank {trainer.global_rank} of {trainer.world_size}.")
+            return
+        backend = self.process_group_backend or default_backend(_accelerator_name(trainer))
+        port = self.info.get("main_port")
+        if trainer.world_size == 1 and not port:  # a group of one: an in-memory store, no port to find
+            dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=self.timeout)
+        elif not port:
+            raise ConfigurationError("the cluster environment gave no port for the process group's rendezvous; "
+                                     "set MASTER_PORT.")
+        else:
+            os.environ["MASTER_ADDR"] = str(self.info.get("main_address") or "127.0.0.1")
+            os.environ["MASTER_PORT"] = str(port)
+            dist.init_process_group(backend, init_method="env://", rank=trainer.global_rank,
+                                    world_size=trainer.world_size, timeout=self.timeout)
+        if not _state["owned"]:
+            atexit.register(_destroy_group_at_exit)
+        _state["owned"] = True
+
+    @hookimpl
+    def teardown(self) -> None:
+        if self._quieted is not None:
+            logging.getLogger("ember").setLevel(self._quieted)
+            self._quieted = None
+
+    @hookimpl
+    def on_exception(self) -> None:
+        _state["failed"] = True
+
+    # -- checkpoints --------------------------------------------------------------------------------------------
+    @hookimpl
+    def on_save_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        """Keep every rank's random state, not only that of the rank that writes the file: ranks that draw
+        differently (dropout seeded by rank, say) then resume exactly too. Every rank builds the checkpoint."""
+        import torch.distributed as dist
+
+        if "rng" in checkpoint and self._active(trainer):
+            states: list[Any] = [None] * trainer.world_size
+            dist.all_gather_object(states, checkpoint["rng"])
+            checkpoint.setdefault("plugins", {})[self.identity] = {"rng": states}
+
+    @hookimpl
+    def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        states = checkpoint.get("plugins", {}).get(self.identity, {}).get("rng")
+        if isinstance(states, list) and len(states) == trainer.world_size:
+            checkpoint["rng"] = states[trainer.global_rank]
+
+    # -- data ---------------------------------------------------------------------------------------------------
+    @hookimpl
+    def process_dataloader(self, trainer: Any, dataloader: Any, stage: str) -> Any:
+        if not self.distributed_sampler or trainer.world_size == 1:
+            return None
+        return shard_loader(dataloader, trainer.world_size, trainer.global_rank, stage)
+
+    # -- collectives --------------------------------------------------------------------------------------------
+    def _comm_device(self, trainer: Any) -> torch.device:
+        import torch.distributed as dist
+
+        if dist.get_backend() == "nccl":
+            return trainer.root_device
+        return torch.device("cpu")
+
+    @staticmethod
+    def _active(trainer: Any) -> bool:
+        import torch.distributed as dist
+
+        return trainer.world_size > 1 and dist.is_initialized()
+
+    @hookimpl
+    def reduce(self, trainer: Any, tensor: torch.Tensor, op: str) -> torch.Tensor | None:
+        import torch.distributed as dist
+
+        if op not in _REDUCE_OPS:
+            raise ValueError(f"reduce(op={op!r}): expected one of {', '.join(_REDUCE_OPS)}.")
+        if not self._active(trainer):
+            return tensor
+        device = tensor.device
+        value = tensor.detach().to(self._comm_device(trainer), copy=True)
+        if op == "mean" and not value.is_floating_point():
+            value = value.to(torch.float32)
+        torch_op = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                    "min": dist.ReduceOp.MIN}[op]
+        dist.all_reduce(value, op=torch_op)
+        if op == "mean":
+            value /= trainer.world_size
+        return value.to(device)
+
+    @hookimpl
+    def all_gather(self, trainer: Any, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor | None:
+        import torch.distributed as dist
+
+        if not self._active(trainer):
+            return None
+        device = tensor.device
+        local = tensor.to(self._comm_device(trainer)).contiguous()
+        if sync_grads:  # gradients of the gathered tensor flow back to each rank's own part (summed)
+            from torch.distributed import _functional_collectives as fc
+
+            gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)  # type: ignore[arg-type]
+            return (gathered * 1).to(device)  # ``* 1`` waits for the collective and gives a plain tensor
+        parts = [torch.empty_like(local) for _ in range(trainer.world_size)]
+        dist.all_gather(parts, local)
+        return torch.stack(parts).to(device)
+
+    @hookimpl(wrapper=True)
+    def broadcast(self, trainer: Any, obj: Any, src: int) -> Generator[None, Any, Any]:
+        import torch.distributed as dist
+
+        local = yield  # a wrapper, so that a None sent by ``src`` is an answer too
+        if not self._active(trainer):
+            return local
+        box = [obj if trainer.global_rank == src else None]
+        dist.broadcast_object_list(box, src=src)
+        return box[0]
+
+    @hookimpl
+    def barrier(self, trainer: Any, name: str | None) -> bool:
+        import torch.distributed as dist
+
+        if self._active(trainer):
+            if dist.get_backend() == "nccl":
+                dist.barrier(device_ids=[trainer.root_device.index or 0])
+            else:
+                dist.barrier()
+        return True
+
+    @hookimpl
+    def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
+        import torch.distributed as dist
+
+        if not self._active(trainer):
+            return bool(decision)
+        votes = torch.tensor(int(bool(decision)), device=self._comm_device(trainer))
+        dist.all_reduce(votes, op=dist.ReduceOp.SUM)
+        return bool(votes.item() == trainer.world_size) if all else bool(votes.item() > 0)

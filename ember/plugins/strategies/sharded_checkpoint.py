@@ -1,0 +1,269 @@
+"""Sharded checkpoints through ``torch.distributed.checkpoint`` (DCP), and consolidating them into one file.
+
+A sharded checkpoint is a directory:
+
+* the DCP files (``.metadata`` and one ``*.distcp`` file per rank) hold ``state_dict`` (the module's sharded
+  tensors) and ``optimizer_states`` (one state per optimizer, keyed by parameter name, sharded alike); every
+  rank writes its own shards, so nothing is gathered;
+* ``meta.pt`` (written by global rank 0) holds the rest of the checkpoint dict: loop progress, random states,
+  hyperparameters, callback and plugin states. Gradients a checkpoint carries (written in the middle of an
+  accumulation window) go with the DCP files, sharded, as ``grads`` keyed by parameter name.
+
+It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
+crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
+renames, at ``path + ".old"``, which :func:`load` falls back to).
+
+:func:`consolidate` turns the directory into a single ``torch.save`` file in the layout a one-process run
+writes (full tensors, optimizer states keyed by position), which any ember run can resume from.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ember.core.errors import CheckpointError
+
+META = "meta.pt"
+_SHARDED_KEYS = ("state_dict", "optimizer_states", "grads")
+_PARAM_NAMES = "sharded_param_names"
+
+
+def is_sharded(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a sharded checkpoint directory."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, ".metadata"))
+
+
+def _dist() -> Any:
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def _broadcast_str(value: str) -> str:
+    dist = _dist()
+    if dist is None:
+        return value
+    box = [value]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _barrier() -> None:
+    dist = _dist()
+    if dist is not None:
+        dist.barrier()
+
+
+def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
+         optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    """Write ``checkpoint`` as a sharded checkpoint at ``path``; a collective (call it on every rank).
+
+    The module and optimizer states are taken from ``module``/``optimizers`` (sharded, keyed by name), the
+    other entries of ``checkpoint`` from global rank 0.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    path = os.fspath(path)
+    dist = _dist()
+    rank = dist.get_rank() if dist is not None else 0
+    tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}")
+    sharded = {"state_dict": get_model_state_dict(module),
+               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
+    if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
+        sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+    dcp.save(sharded, checkpoint_id=tmp)
+    if rank == 0:
+        rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+        if "grads" in sharded:  # the parameters' order, to turn the gradients back into a list when consolidating
+            rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
+        with open(os.path.join(tmp, META), "wb") as f:
+            torch.save(rest, f)
+            f.flush()
+            os.fsync(f.fileno())
+    _barrier()
+    if rank == 0:
+        old = path + ".old"
+        if os.path.exists(path):
+            if os.path.exists(old):
+                shutil.rmtree(old)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    _barrier()
+
+
+def remove(path: str | os.PathLike, rank: int) -> None:
+    """Delete a sharded checkpoint (global rank 0 deletes; every rank waits for it). A collective."""
+    if rank == 0 and is_sharded(path):
+        shutil.rmtree(path)
+    _barrier()
+
+
+def _resolve(path: str) -> str:
+    if is_sharded(path):
+        return path
+    if is_sharded(path + ".old"):
+        return path + ".old"
+    raise CheckpointError(f"{path!r} is not a sharded checkpoint directory (no DCP .metadata file in it). Pass the "
+                          "directory a sharded save wrote, or a single-file checkpoint.")
+
+
+def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = True) -> dict:
+    """Read a sharded checkpoint for ``module`` (sharded as when it was saved); a collective.
+
+    Each rank reads only its shards. Returns the checkpoint dict as a one-process run's, except that tensors
+    are sharded like ``module``'s parameters: ``state_dict`` for ``module.load_state_dict`` and
+    ``optimizer_states`` keyed by position for ``Optimizer.load_state_dict``. The optimizers need not exist
+    yet: the shapes to read come from the checkpoint's own metadata.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    path = _resolve(os.fspath(path))
+    try:
+        metadata = FileSystemReader(path).read_metadata()
+    except Exception as exc:
+        raise CheckpointError(f"cannot read the metadata of the sharded checkpoint {path!r}: {exc}") from exc
+    like = module.state_dict()
+    template: dict[str, Any] = {}
+    for key, meta in metadata.state_dict_metadata.items():
+        where: tuple[Any, ...] = tuple((metadata.planner_data or {}).get(key) or (key,))
+        value: Any = None  # a non-tensor value: DCP puts the saved object here
+        if isinstance(meta, TensorStorageMetadata):
+            # ("state_dict", fqn), ("grads", fqn) or ("optimizer_states", i, "state", fqn, name): its parameter
+            fqn = where[-1] if where[0] in ("state_dict", "grads") else where[3] if len(where) == 5 else None
+            param = like.get(fqn) if isinstance(fqn, str) else None
+            if where[0] == "state_dict" and param is not None:
+                value = param  # read straight into the module's own shards
+            elif param is not None and tuple(param.shape) == tuple(meta.size):
+                value = torch.empty_like(param, dtype=meta.properties.dtype)  # an optimizer state, sharded alike
+            else:
+                value = torch.empty(meta.size, dtype=meta.properties.dtype)  # e.g. Adam's step: one value
+        _set(template, where, value)
+    try:
+        dcp.load(template, checkpoint_id=path)
+    except Exception as exc:
+        raise CheckpointError(f"cannot load the sharded checkpoint {path!r} into this model: {exc}") from exc
+    checkpoint = _read_meta(path, weights_only)
+    checkpoint.pop(_PARAM_NAMES, None)
+    checkpoint["state_dict"] = template.get("state_dict", {})
+    checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in template.get("optimizer_states", [])]
+    if "grads" in template:
+        checkpoint["grads"] = [template["grads"].get(name) for name, _ in module.named_parameters()]
+    return checkpoint
+
+
+def _set(root: dict, where: Sequence[Any], value: Any) -> None:
+    """Put ``value`` at the path ``where`` (dict keys and list positions), creating containers on the way."""
+    node: Any = root
+    for i, key in enumerate(where):
+        last = i == len(where) - 1
+        nxt: Any = value if last else ([] if isinstance(where[i + 1], int) else {})
+        if isinstance(key, int):
+            while len(node) <= key:
+                node.append(None)
+            if last or node[key] is None:
+                node[key] = nxt
+        elif last or key not in node:
+            node[key] = nxt
+        node = node[key]
+
+
+def _is_dtensor(t: Any) -> bool:
+    return hasattr(t, "device_mesh") and hasattr(t, "placements")
+
+
+def shard_like(value: torch.Tensor, like: Any) -> Any:
+    """A whole tensor (from a one-process checkpoint) as a DTensor sharded like ``like``; a collective.
+    Anything that is not a whole tensor for a DTensor ``like`` is returned as it is."""
+    from torch.distributed.tensor import distribute_tensor
+
+    if not _is_dtensor(like) or _is_dtensor(value) or not isinstance(value, torch.Tensor) or \
+            tuple(value.shape) != tuple(like.shape):
+        return value
+    local = like.to_local()
+    return distribute_tensor(value.to(device=local.device, dtype=like.dtype), like.device_mesh, like.placements)
+
+
+def shard_module_state(state: dict, module: torch.nn.Module) -> dict:
+    """``state`` (e.g. a consolidated checkpoint's ``state_dict``) with whole tensors sharded like ``module``'s."""
+    like = module.state_dict()
+    return {k: shard_like(v, like[k]) if k in like else v for k, v in state.items()}
+
+
+def shard_optimizer_states(optimizers: Sequence[torch.optim.Optimizer]) -> None:
+    """Shard, in place, optimizer states that were loaded whole for sharded parameters."""
+    for optimizer in optimizers:
+        for group in optimizer.param_groups:
+            for param in group["params"]:
+                state = optimizer.state.get(param)
+                if state and _is_dtensor(param):
+                    for key, value in list(state.items()):
+                        state[key] = shard_like(value, param)
+
+
+def _read_meta(path: str, weights_only: bool) -> dict:
+    meta = os.path.join(path, META)
+    if not os.path.isfile(meta):
+        raise CheckpointError(f"the sharded checkpoint {path!r} has no {META}: it is incomplete (a crashed save?).")
+    try:
+        return torch.load(meta, map_location="cpu", weights_only=weights_only)
+    except Exception as exc:
+        raise CheckpointError(f"cannot read {meta!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def optimizer_state_by_position(state: dict) -> dict:
+    """An optimizer state keyed by parameter name (DCP's form) in ``torch.optim.Optimizer.state_dict()``'s form:
+    parameters numbered in the order the parameter groups list them."""
+    index: dict[str, int] = {}
+    groups = []
+    for group in state.get("param_groups", []):
+        ids = []
+        for name in group["params"]:
+            index.setdefault(name, len(index))
+            ids.append(index[name])
+        groups.append({**group, "params": ids})
+    return {"state": {index[name]: value for name, value in state.get("state", {}).items() if name in index},
+            "param_groups": groups}
+
+
+def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
+    """Write the sharded checkpoint at ``path`` as one ``torch.save`` file at ``output`` (atomically), in the
+    layout a one-process run writes. Runs in one process, without a process group; needs memory for the
+    whole model and optimizer state. Returns ``output``."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    path, output = _resolve(os.fspath(path)), os.fspath(output)
+    checkpoint = _read_meta(path, weights_only=False)
+    folder = os.path.dirname(os.path.abspath(output))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(output)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        dcp_to_torch_save(path, tmp)
+        tensors = torch.load(tmp, map_location="cpu", weights_only=True)
+        checkpoint["state_dict"] = tensors["state_dict"]
+        if "optimizer_states" in tensors:
+            states = tensors["optimizer_states"]
+            if isinstance(states, dict):  # a list is stored with its positions as keys
+                states = [states[k] for k in sorted(states, key=int)]
+            checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in states]
+        names = checkpoint.pop(_PARAM_NAMES, None)
+        if "grads" in tensors and names is not None:
+            checkpoint["grads"] = [tensors["grads"].get(name) for name in names]
+        with open(tmp, "wb") as f:
+            torch.save(checkpoint, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return output

@@ -1,0 +1,94 @@
+"""Running multi-process jobs from the tests: real processes, a clean environment, a hard time limit.
+
+Every job starts in its own session, so on a timeout the whole process group (launcher and workers) is
+killed and nothing is left behind.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+from types import ModuleType
+
+SCRIPTS = pathlib.Path(__file__).resolve().parent / "multiprocess"
+#: Variables a launcher sets; a test job must not inherit them from the test run.
+_LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
+                  "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in _LAUNCHER_VARS and not k.startswith(("TORCHELASTIC", "SLURM_", "COV_CORE"))}
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Job:
+    """A started command; ``wait()`` returns (returncode, output) or kills the group after ``timeout``."""
+
+    def __init__(self, argv: list[str], cwd: pathlib.Path, env: dict[str, str] | None = None) -> None:
+        self.argv = argv
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env or clean_env(), stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+    def wait(self, timeout: float, cleanup: bool = True) -> tuple[int, str]:
+        """Wait for the command; with ``cleanup``, then kill whatever of its process group is left."""
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_group()
+            out, _ = self.proc.communicate()
+            raise AssertionError(f"{' '.join(self.argv)} did not finish within {timeout} s; output:\n{out}") from None
+        if cleanup:
+            self.kill_group()
+        return self.proc.returncode, out
+
+    def kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def run(argv: list[str], cwd: pathlib.Path, timeout: float = 120, env: dict[str, str] | None = None) -> str:
+    """Run to completion; fail the test with the output when the exit status is not 0."""
+    code, out = Job(argv, cwd, env).wait(timeout)
+    assert code == 0, f"{' '.join(argv)} exited with {code}:\n{out}"
+    return out
+
+
+def load_script(name: str) -> ModuleType:
+    """Import a worker script (its ``__main__`` block does not run) to reuse its model and data."""
+    path = SCRIPTS / name
+    spec = importlib.util.spec_from_file_location(f"dist_{path.stem}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+    return True

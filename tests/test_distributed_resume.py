@@ -1,0 +1,59 @@
+"""Checkpoints and exact resume under DDP and FSDP: 2 processes on gloo, a checkpoint in the middle of an
+epoch, shuffled data and per-rank dropout; the resumed run ends with the very same weights."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from dist_support import SCRIPTS, run
+
+pytest.importorskip("ember.core.checkpoint", reason="needs ember's checkpoint support")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def resume_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict]:
+    out = tmp_path_factory.mktemp("resume")
+    run([sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240)
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    return ranks, torch.load(out / "weights.pt", weights_only=True)
+
+
+def _equal(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), f"{key}: max difference {(a[key] - b[key]).abs().max()}"
+
+
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_resuming_mid_epoch_gives_the_same_weights(resume_job: tuple, strategy: str) -> None:
+    ranks, weights = resume_job
+    assert all(r[f"{strategy}_resumed_from_step"] for r in ranks)
+    _equal(weights[f"{strategy}_resumed"], weights[f"{strategy}_full"])
+
+
+def test_ddp_checkpoints_are_written_by_rank_zero_alone(resume_job: tuple) -> None:
+    ranks, _ = resume_job
+    assert [r["ddp_writes_reached"] for r in ranks] == [1, 0]
+    assert ranks[0]["ddp_files"] == ["ddp-mid.ckpt"]  # one file, no temporary left over
+
+
+def test_fsdp_checkpoints_are_written_by_every_rank_as_shards(resume_job: tuple) -> None:
+    ranks, _ = resume_job
+    assert [r["fsdp_writes_reached"] for r in ranks] == [0, 0]  # the strategy writes the shards itself
+    assert ranks[0]["fsdp_files"] == ["ddp-mid.ckpt", "fsdp-mid.ckpt"]
+
+
+def test_a_consolidated_checkpoint_resumes_a_sharded_run(resume_job: tuple) -> None:
+    _, weights = resume_job
+    _equal(weights["fsdp_from_whole"], weights["fsdp_full"])
+
+
+def test_gradients_carried_by_a_sharded_checkpoint_are_sharded_too(resume_job: tuple) -> None:
+    ranks, weights = resume_job
+    assert ranks[0]["manual_saved_grads"] == ["grads.head.bias", "grads.head.weight", "grads.inp.bias",
+                                              "grads.inp.weight", "grads.layers.0.bias", "grads.layers.0.weight"]
+    _equal(weights["manual_resumed"], weights["manual_full"])
