@@ -88,7 +88,7 @@ def cnn_net() -> torch.nn.Module:
         torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10))
 
 
-def cnn(steps: int = 32, batch: int = 32) -> Workload:
+def cnn(steps: int = 64, batch: int = 32) -> Workload:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(steps * batch, 3, 32, 32, generator=g)
     y = torch.randint(0, 10, (steps * batch,), generator=g)
