@@ -202,6 +202,14 @@ def _logger(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
                         "name such as 'csv' or 'tensorboard', a logger object with log_metrics(), or a list of these")
 
 
+def _profiler(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, str):
+        return
+    if isinstance(value, (bool, int, float, type)):
+        raise _fail("profiler", value, "expected None (no profiler), a profiler name such as 'simple' or 'torch' "
+                    "(or an identity such as 'profiler.simple'), or a profiler object (an instance)")
+
+
 def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not isinstance(value, bool):
         raise _fail(attribute.name, value, "expected True or False")
@@ -250,6 +258,7 @@ class TrainerConfig:
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
     enable_checkpointing: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
+    profiler: Any = attrs.field(default=None, validator=_profiler)
     #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
     #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
     strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)

@@ -24,13 +24,16 @@ class MetricEntry:
 
     __slots__ = ("name", "on_step", "on_epoch", "prog_bar", "logger", "reduce_fx", "sync_dist",
                  "values", "weights", "partial", "partial_weight", "last", "metric", "epoch_value",
-                 "serial")
+                 "serial", "step_key", "epoch_key")
 
     def __init__(self, name: str, on_step: bool, on_epoch: bool, prog_bar: bool, logger: bool,
                  reduce_fx: str | Callable, sync_dist: bool) -> None:
         self.name = name
         self.on_step = on_step
         self.on_epoch = on_epoch
+        # the names its values are published under (``loss_step``/``loss_epoch`` when logged both ways)
+        self.step_key = f"{name}_step" if on_epoch else name
+        self.epoch_key = f"{name}_epoch" if on_step else name
         self.prog_bar = prog_bar
         self.logger = logger
         self.reduce_fx = reduce_fx
@@ -64,8 +67,12 @@ class MetricEntry:
         stacked = torch.stack([v.detach().to(torch.float64).reshape(()) for v in self.values])
         fx = self.reduce_fx
         if fx == "mean":
-            w = torch.tensor(self.weights, dtype=torch.float64, device=stacked.device)
-            value = (stacked * w).sum()
+            first = self.weights[0]
+            if all(w == first for w in self.weights):  # the usual case: no weights tensor to copy to the device
+                value = stacked.sum() * first
+            else:  # a non-blocking copy: folding must not wait for the device
+                w = torch.tensor(self.weights, dtype=torch.float64).to(stacked.device, non_blocking=True)
+                value = (stacked * w).sum()
         elif fx == "sum":
             value = stacked.sum()
         elif fx == "max":

@@ -1,8 +1,8 @@
 """The states of every random number generator a run draws from, as plain data.
 
 A checkpoint must load with ``torch.load(weights_only=True)``, which builds tensors and plain containers
-only, so the states are converted: NumPy's key array becomes an int64 tensor, Python's ``random`` state a
-list of ints. Capturing reads the generators and consumes nothing; restoring puts them back exactly.
+only, so the states are converted: NumPy's key array and Python's ``random`` state (625 numbers) become int64
+tensors, which a checkpoint stores as one block each rather than as hundreds of pickled ints. Capturing reads the generators and consumes nothing; restoring puts them back exactly.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ def capture(generators: tuple[torch.Generator, ...] = ()) -> dict[str, Any]:
     version, internal, gauss = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "python": {"version": version, "state": list(internal), "gauss": gauss},
+        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -38,7 +38,9 @@ def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ())
     """Put back what :func:`capture` returned; ``generators`` are matched by position."""
     torch.set_rng_state(state["torch"])
     py = state["python"]
-    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    internal = py["state"]
+    internal = internal.tolist() if isinstance(internal, torch.Tensor) else internal  # a list in older files
+    random.setstate((py["version"], tuple(internal), py["gauss"]))
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])

@@ -113,6 +113,10 @@ class Trainer:
             self.extra_plugins.append(self._named(item, "callback") if isinstance(item, str)
                                       else (_identity_of(item, "callback"), item))
         self.extra_plugins.extend(self._select_loggers())
+        if self.config.profiler is not None:
+            profiler = self.config.profiler
+            self.extra_plugins.append(self._named(profiler, "profiler") if isinstance(profiler, str)
+                                      else (_identity_of(profiler, "profiler"), profiler))
         self._add_flag_plugins()
         seen: set[str] = set()
         for i, (identity, plugin) in enumerate(self.extra_plugins):
@@ -508,6 +512,14 @@ class Trainer:
     def _check_module(self, fn: str, model: Any) -> None:
         needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
                   "predict": "predict_step"}[fn]
+        inner = getattr(model, "_orig_mod", None) if type(model).__name__ == "OptimizedModule" else None
+        if isinstance(inner, torch.nn.Module):
+            # torch.compile(model) wraps the module: its step methods would run uncompiled, and its hooks are
+            # not the wrapper's
+            raise ConfigurationError(
+                f"trainer.{fn}() got torch.compile({type(inner).__name__}), a wrapper whose {needed}() would run "
+                f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
+                f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
         if not callable(getattr(model, needed, None)):
             raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
                                      f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
@@ -619,9 +631,9 @@ class Trainer:
         return found
 
     def _publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
-        key = f"{entry.name}_step" if entry.on_epoch else entry.name
         if self.sanity_checking:
             return
+        key = entry.step_key
         self.callback_metrics[key] = value
         if entry.logger:
             self.logged_metrics[key] = value
@@ -633,7 +645,7 @@ class Trainer:
             return
         if entry.sync_dist and self.world_size > 1 and entry.metric is None:
             value = self.hook.reduce(trainer=self, tensor=value, op=_sync_op(entry))
-        key = f"{entry.name}_epoch" if entry.on_step else entry.name
+        key = entry.epoch_key
         self.callback_metrics[key] = value
         if entry.on_step:
             self.callback_metrics[entry.name] = value

@@ -1,0 +1,84 @@
+"""The benchmark suite's machinery: interleaving, paired statistics, the table, and an end-to-end smoke run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import harness  # noqa: E402
+
+
+def test_runs_alternate_with_the_baseline_and_statistics_are_paired() -> None:
+    order: list[str] = []
+    base_times = iter([1.0, 2.0, 1.0, 2.0, 1.0, 2.0])
+    loop_times = {"a": iter([1.5, 3.0, 1.5]), "b": iter([2.2, 1.1, 2.2])}
+
+    def baseline() -> float:
+        order.append("raw")
+        return next(base_times)
+
+    def loop(name: str) -> Any:
+        def run() -> float:
+            order.append(name)
+            return next(loop_times[name])
+        return run
+
+    group = harness.interleave(baseline, [("a", loop("a")), ("b", loop("b"))], steps=10, repeats=3, warmup=0)
+    assert order == ["raw", "a", "raw", "b",  # round 0
+                     "raw", "b", "raw", "a",  # round 1 starts with the next loop
+                     "raw", "a", "raw", "b"]
+    a, b = group.samples
+    assert a.times == pytest.approx([0.15, 0.3, 0.15])  # seconds per step
+    assert a.paired_base == pytest.approx([0.1, 0.2, 0.1])  # the raw run just before each
+    assert a.ratio() == pytest.approx(1.5) and a.overhead() == pytest.approx(0.05)
+    assert b.paired_base == pytest.approx([0.2, 0.1, 0.2])
+    assert b.ratio() == pytest.approx(1.1) and b.ratio_of_mins() == pytest.approx(0.11 / 0.1)
+    assert a.ratio_of_mins() == pytest.approx(0.15 / 0.1)
+    assert group.baseline.times == pytest.approx([0.1, 0.2, 0.1, 0.2, 0.1, 0.2])
+    table = harness.format_table([harness.Group("tiny", group.baseline, group.samples)])
+    rows = {line.split()[0]: line for line in table.splitlines()[3:]}
+    assert rows["a"].split()[-2:] == ["1.500", "1.500"]
+    assert rows["raw"].split()[-2:] == ["1.000", "1.000"]
+
+
+def test_warmup_runs_are_not_counted() -> None:
+    calls: list[str] = []
+    group = harness.interleave(lambda: calls.append("raw") or 1.0, [("x", lambda: calls.append("x") or 2.0)],
+                               steps=1, repeats=2, warmup=1)
+    assert len(calls) == 6 and len(group.baseline.times) == 2 and len(group.samples[0].times) == 2
+
+
+def test_count_calls_is_exact() -> None:
+    def ten() -> float:
+        for _ in range(10):
+            abs(1)
+        return 0.0
+
+    assert harness.count_calls(ten) - harness.count_calls(lambda: 0.0) == 10
+
+
+@pytest.mark.slow
+def test_the_suite_runs_end_to_end(tmp_path: Any) -> None:
+    out = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "steps", "--workloads", "tiny",
+                           "--loops", "ember", "ember+defaults", "--clock", "cpu", "--json", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert any(line.strip().startswith("ember+defaults") for line in lines)
+    assert any(line.startswith("Python calls per training step") for line in lines)
+    results = json.loads(out.read_text())
+    group = results["groups"][0]
+    assert set(group["loops"]) == {"ember", "ember+defaults"}
+    assert len(group["loops"]["ember"]["times"]) == 2
+    assert results["calls_per_step"]["ember"] > results["calls_per_step"]["raw"]
