@@ -161,7 +161,7 @@ def run_startup(loops: list[str], repeats: int, clock: str, out: Any) -> dict[st
         print(f"  {'import ' + m + ' after torch adds':50} {med(v):8.3f} s ({min(v):.3f}-{max(v):.3f})", file=out)
     base_first = med(first["raw"])
     for loop, v in first.items():
-        extra = "" if loop == "raw" else f"  +{med(v) - base_first:.3f} s"
+        extra = "" if loop == "raw" else f"  {med(v) - base_first:+.3f} s"
         print(f"  {'process start to first step, ' + loop:50} {med(v):8.3f} s ({min(v):.3f}-{max(v):.3f}){extra}",
               file=out)
     base_rss = med(rss["raw"])
