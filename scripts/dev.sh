@@ -2,7 +2,7 @@
 # One entry point for a fresh machine: sets up .venv (torch 2.13.0 CPU build first, then ember with its test
 # extras), then runs what was asked.
 #   bash scripts/dev.sh demo [ember demo options]   train on the bundled digits data, print validation accuracy
-#   bash scripts/dev.sh test [pytest options]       lint, then the test suite
+#   bash scripts/dev.sh test [pytest options]       lint (ruff), type-check (mypy), then the test suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -26,6 +26,7 @@ case "$cmd" in
     demo) exec "$venv/bin/ember" demo "$@" ;;
     test)
         "$py" -m ruff check .
+        "$py" -m mypy
         exec "$py" -m pytest "$@" ;;
     *) echo "usage: bash scripts/dev.sh demo|test [options]" >&2; exit 2 ;;
 esac

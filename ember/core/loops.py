@@ -338,8 +338,9 @@ class Loops:
         loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
         for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-            if callable(getattr(s, "set_epoch", None)):
-                s.set_epoch(t.current_epoch)
+            set_epoch = getattr(s, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(t.current_epoch)
         t._log_defaults = _EPOCH_HOOK_CTX
         if h.on_train_epoch_start is not None:
             h.on_train_epoch_start(trainer=t, module=module)
@@ -504,7 +505,8 @@ class Loops:
             return False
         every_epoch = cfg.check_val_every_n_epoch
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
-        if every_epoch is None:  # int val_check_interval counted across epochs
+        if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
+            assert isinstance(vci, int)
             return self._batches_seen % vci == 0
         if (t.current_epoch + 1) % every_epoch:
             return False

@@ -56,7 +56,7 @@ class PluginManager(pluggy.PluginManager):
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
             return None  # most attributes (an nn.Module has hundreds): rejected without inspect.getattr_static
-        opts = super().parse_hookimpl_opts(plugin, name)
+        opts: Any = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name in EVENT_HOOKS:
             try:
                 attr = inspect.getattr_static(plugin, name)

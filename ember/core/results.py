@@ -135,7 +135,7 @@ def to_tensor(name: str, value: Any) -> torch.Tensor:
                              f"{tuple(value.shape)}; reduce it first (e.g. .mean()).")
         return value.detach()
     if isinstance(value, numbers.Number) and not isinstance(value, bool):
-        return torch.tensor(float(value))
+        return torch.tensor(float(value))  # type: ignore[arg-type]  # a real number
     if hasattr(value, "compute") and hasattr(value, "update"):  # a torchmetrics Metric
         return value
     raise ValueError(f"self.log({name!r}, {value!r}): expected a number or a one-element tensor.")

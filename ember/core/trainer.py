@@ -272,10 +272,13 @@ class Trainer:
     # -- state ---------------------------------------------------------------------------------------------
     def _init_state(self) -> None:
         self.global_step = 0
+        self.train_results = Results("train")
+        self.val_results = Results("validate")
+        self.test_results = Results("test")
         self.current_epoch = 0
         self.batch_idx = 0
         self.should_stop = False
-        self.state = {"fn": None, "stage": None, "status": "initializing"}
+        self.state: dict[str, Any] = {"fn": None, "stage": None, "status": "initializing"}
         self.sanity_checking = False
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, torch.Tensor] = {}

@@ -132,7 +132,7 @@ class ModelCheckpoint:
         self._resumed = False
         if not self.every_n_train_steps and self.train_time_interval is None:
             # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
-            self.on_train_batch_end = None  # type: ignore[method-assign]
+            self.on_train_batch_end = None  # type: ignore[method-assign,assignment]
 
     def __repr__(self) -> str:
         return f"ModelCheckpoint(dirpath={self.dirpath!r}, monitor={self.monitor!r}, save_top_k={self.save_top_k})"
@@ -386,5 +386,8 @@ def _format(template: str, metrics: dict[str, Any], insert_names: bool, equals: 
         values[name] = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
         pattern = re.compile(r"\{" + re.escape(name) + r"(:[^{}]*)?\}")
         prefix = f"{name}{equals}" if insert_names else ""
-        template = pattern.sub(lambda m, p=prefix, n=name: p + "{0[" + n + "]" + (m.group(1) or "") + "}", template)
+        def field(m: re.Match[str], p: str = prefix, n: str = name) -> str:
+            return p + "{0[" + n + "]" + (m.group(1) or "") + "}"
+
+        template = pattern.sub(field, template)
     return template.format(values)

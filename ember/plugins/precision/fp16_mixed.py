@@ -19,14 +19,21 @@ class FP16Mixed:
     dtype = torch.float16
 
     def __init__(self, scaler: torch.amp.GradScaler | None = None) -> None:
-        self.scaler = scaler
+        self._scaler: torch.amp.GradScaler | None = scaler
         self._device_type = "cpu"
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        """The gradient scaler; made for the run's device type at ``setup_device`` unless one was given."""
+        if self._scaler is None:
+            self._scaler = torch.amp.GradScaler(self._device_type)
+        return self._scaler
 
     @hookimpl
     def setup_device(self, device: torch.device) -> None:
         self._device_type = autocast_device_type(device)
-        if self.scaler is None:
-            self.scaler = torch.amp.GradScaler(self._device_type)
+        if self._scaler is None:
+            self._scaler = torch.amp.GradScaler(self._device_type)
 
     @hookimpl(wrapper=True)
     def step(self) -> Generator[None, Any, Any]:
@@ -51,11 +58,11 @@ class FP16Mixed:
 
     @hookimpl
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self.scaler is not None:
+        if self._scaler is not None:
             checkpoint.setdefault("plugins", {})[self.identity] = {"scaler": self.scaler.state_dict()}
 
     @hookimpl
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         state = checkpoint.get("plugins", {}).get(self.identity)
-        if state and self.scaler is not None:
+        if state and self._scaler is not None:
             self.scaler.load_state_dict(state["scaler"])
