@@ -6,8 +6,9 @@ directory is fsynced so the rename itself survives a power loss. A crash at any 
 file or the new one at the destination, never a mix; a temporary file left by a killed process is removed by
 the next save to the same destination.
 
-Reads accept torch's zip format only, use ``torch.load(weights_only=True)`` unless the caller opts out, and
-turn every way a file can be wrong (missing, empty, truncated, random bytes, a bare pickle, torch's legacy
+Reads accept torch's zip format only, verify every record's CRC-32 first (:mod:`.integrity`), use
+``torch.load(weights_only=True)`` unless the caller opts out (with a loud :class:`UnsafeLoadWarning`), and turn
+every way a file can be wrong (missing, empty, truncated, random bytes, a bare pickle, torch's legacy
 format, unsafe objects, damaged data) into a
 :class:`ember.CheckpointError` that names the file and the problem. No code in the file runs.
 """
@@ -16,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import logging
 import os
 import pickle
 import secrets
 import socket
+import warnings
 import zipfile
 from typing import Any
 
@@ -27,6 +30,13 @@ import torch
 
 from ember.core.errors import CheckpointError
 from ember.hookspecs import hookimpl
+from ember.plugins.checkpoint_io.integrity import offer_sibling, verify_zip
+
+log = logging.getLogger("ember")
+
+
+class UnsafeLoadWarning(UserWarning):
+    """A checkpoint was loaded with ``weights_only=False``: code in it could run."""
 
 _ZIP_MAGIC = b"PK\x03\x04"
 # torch's legacy (pre-1.6) format starts with a pickled magic number: protocol 2, LONG1 of 10 bytes.
@@ -112,14 +122,15 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
                               "strategy that wrote it).")
     size = os.path.getsize(path)
     if size == 0:
-        raise CheckpointError(f"{path} is empty (0 bytes): its write never completed. Use an earlier checkpoint.")
+        raise CheckpointError(f"{path} is empty (0 bytes): its write never completed. Use an earlier checkpoint."
+                              f"{offer_sibling(path)}")
     with open(path, "rb") as f:
         head = f.read(4)
     if head == _ZIP_MAGIC:
         if not zipfile.is_zipfile(path):
             raise CheckpointError(f"{path} is truncated: it starts like a torch checkpoint (a zip archive) but its "
                                   f"end-of-archive record is missing ({size} bytes). The file was cut short, e.g. "
-                                  "copied or written incompletely; use an earlier checkpoint.")
+                                  f"copied or written incompletely; use an earlier checkpoint.{offer_sibling(path)}")
     elif head == _LEGACY_MAGIC:
         raise CheckpointError(f"{path} is in torch's legacy (pre-1.6) file format, which ember does not read: load "
                               "it with torch.load and save it again with torch.save.")
@@ -128,7 +139,10 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
             raise CheckpointError(f"{path} is a bare pickle file, not a torch checkpoint. Ember does not unpickle "
                                   "arbitrary files: unpickling can run code.")
         raise CheckpointError(f"{path} is not a checkpoint: it is not a torch zip archive (it starts with the bytes "
-                              f"{head.hex(' ')}). It is damaged or another kind of file.")
+                              f"{head.hex(' ')}). It is damaged or another kind of file.{offer_sibling(path)}")
+    verify_zip(path)
+    if not weights_only:
+        warn_unsafe_load(path)
     try:
         return torch.load(path, map_location="cpu", weights_only=weights_only)
     except pickle.UnpicklingError as exc:
@@ -139,10 +153,21 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
                 f"refuses to build ({detail}). Nothing in it was run. If you wrote this file and trust it, load it "
                 "with weights_only=False (e.g. trainer.fit(..., weights_only=False)).") from None
         raise CheckpointError(f"{path} is damaged: its data cannot be read "
-                              f"({_first_line_with(str(exc), 'error', 'Unsupported') or type(exc).__name__}).") from None
-    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError) as exc:
-        message = str(exc).split(". ")[0] or type(exc).__name__
-        raise CheckpointError(f"{path} is damaged or truncated: torch cannot read it ({message}).") from None
+                              f"({_first_line_with(str(exc), 'error', 'Unsupported') or type(exc).__name__})."
+                              f"{offer_sibling(path)}") from None
+    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError, KeyError, TypeError, IndexError,
+            AttributeError, MemoryError, OverflowError) as exc:
+        message = str(exc).split(". ")[0][:300] or type(exc).__name__
+        raise CheckpointError(f"{path} is damaged or truncated: torch cannot read it ({message})."
+                              f"{offer_sibling(path)}") from None
+
+
+def warn_unsafe_load(path: str) -> None:
+    """The loud warning of every ``weights_only=False`` load: the file's pickled code runs."""
+    message = (f"loading {path} with weights_only=False: any code pickled in this file runs now, with your "
+               "permissions. Do this only for files you wrote yourself; ember's own checkpoints never need it.")
+    log.warning(message)
+    warnings.warn(message, UnsafeLoadWarning, stacklevel=4)
 
 
 class TorchCheckpointIO:

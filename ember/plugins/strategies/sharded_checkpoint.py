@@ -19,19 +19,27 @@ writes (full tensors, optimizer states keyed by position), which any ember run c
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import shutil
 import uuid
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from ember.core.errors import CheckpointError
+from ember.plugins.checkpoint_io import integrity
+from ember.plugins.checkpoint_io.torch_file import safe_load
+
+log = logging.getLogger("ember")
 
 META = "meta.pt"
 _SHARDED_KEYS = ("state_dict", "optimizer_states", "grads")
 _PARAM_NAMES = "sharded_param_names"
+_CHECKSUMS = "sharded_checksums"
 
 
 def is_sharded(path: str | os.PathLike) -> bool:
@@ -60,6 +68,37 @@ def _barrier() -> None:
         dist.barrier()
 
 
+def _gather(value: Any) -> list[Any]:
+    dist = _dist()
+    if dist is None:
+        return [value]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+def _write_checksums(folder: str, rank: int) -> None:
+    """Every rank hashes the shard files it wrote (DCP names them ``__<rank>_<n>.distcp``); global rank 0 hashes
+    the rest and writes the manifest. A collective; ends with a barrier."""
+    _barrier()  # every rank's files and meta.pt are complete
+    mine = sorted(n for n in os.listdir(folder) if n.startswith(f"__{rank}_") and rank != 0)
+    gathered = _gather(integrity.hash_files(folder, mine))
+    if rank == 0:
+        files = {name: entry for part in gathered for name, entry in part.items()}
+        rest = sorted(n for n in os.listdir(folder) if n not in files and n != integrity.MANIFEST)
+        files.update(integrity.hash_files(folder, rest))
+        integrity.write_manifest(folder, files)
+    _barrier()
+
+
+@contextlib.contextmanager
+def _quiet_single_process() -> Any:
+    """DCP warns that it assumes one process when no process group exists: that is what ember means then."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled", category=UserWarning)
+        yield
+
+
 def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
          optimizers: Sequence[torch.optim.Optimizer]) -> None:
     """Write ``checkpoint`` as a sharded checkpoint at ``path``; a collective (call it on every rank).
@@ -78,16 +117,18 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
                "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
     if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
         sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
-    dcp.save(sharded, checkpoint_id=tmp)
+    with _quiet_single_process():
+        dcp.save(sharded, checkpoint_id=tmp)
     if rank == 0:
         rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+        rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
         if "grads" in sharded:  # the parameters' order, to turn the gradients back into a list when consolidating
             rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
         with open(os.path.join(tmp, META), "wb") as f:
             torch.save(rest, f)
             f.flush()
             os.fsync(f.fileno())
-    _barrier()
+    _write_checksums(tmp, rank)
     if rank == 0:
         old = path + ".old"
         if os.path.exists(path):
@@ -112,7 +153,7 @@ def _resolve(path: str) -> str:
     if is_sharded(path + ".old"):
         return path + ".old"
     raise CheckpointError(f"{path!r} is not a sharded checkpoint directory (no DCP .metadata file in it). Pass the "
-                          "directory a sharded save wrote, or a single-file checkpoint.")
+                          f"directory a sharded save wrote, or a single-file checkpoint.{integrity.offer_sibling(path)}")
 
 
 def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = True) -> dict:
@@ -122,20 +163,16 @@ def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = 
     are sharded like ``module``'s parameters: ``state_dict`` for ``module.load_state_dict`` and
     ``optimizer_states`` keyed by position for ``Optimizer.load_state_dict``. The optimizers need not exist
     yet: the shapes to read come from the checkpoint's own metadata.
+
+    Nothing in the directory runs code, whatever ``weights_only`` says (see :func:`open_verified`).
     """
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint import FileSystemReader
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    path = _resolve(os.fspath(path))
-    try:
-        metadata = FileSystemReader(path).read_metadata()
-    except Exception as exc:
-        raise CheckpointError(f"cannot read the metadata of the sharded checkpoint {path!r}: {exc}") from exc
+    path, checkpoint, metadata = open_verified(path)
     like = module.state_dict()
     template: dict[str, Any] = {}
     for key, meta in metadata.state_dict_metadata.items():
-        where: tuple[Any, ...] = tuple((metadata.planner_data or {}).get(key) or (key,))
+        where: tuple[Any, ...] = _where(metadata, key)
         value: Any = None  # a non-tensor value: DCP puts the saved object here
         if isinstance(meta, TensorStorageMetadata):
             # ("state_dict", fqn), ("grads", fqn) or ("optimizer_states", i, "state", fqn, name): its parameter
@@ -148,17 +185,85 @@ def load(path: str | os.PathLike, module: torch.nn.Module, weights_only: bool = 
             else:
                 value = torch.empty(meta.size, dtype=meta.properties.dtype)  # e.g. Adam's step: one value
         _set(template, where, value)
-    try:
-        dcp.load(template, checkpoint_id=path)
-    except Exception as exc:
-        raise CheckpointError(f"cannot load the sharded checkpoint {path!r} into this model: {exc}") from exc
-    checkpoint = _read_meta(path, weights_only)
+    _dcp_load(template, path, "into this model")
     checkpoint.pop(_PARAM_NAMES, None)
     checkpoint["state_dict"] = template.get("state_dict", {})
     checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in template.get("optimizer_states", [])]
     if "grads" in template:
         checkpoint["grads"] = [template["grads"].get(name) for name, _ in module.named_parameters()]
     return checkpoint
+
+
+def _dcp_load(state: dict, path: str, what: str, **kwargs: Any) -> None:
+    """``dcp.load`` through the safe reader and planner, every failure a CheckpointError naming ``path``."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    from ember.plugins.checkpoint_io.dcp_reader import SafeLoadPlanner, SafeReader
+
+    planner = SafeLoadPlanner()
+    planner.source = path
+    try:
+        with _quiet_single_process():
+            dcp.load(state, storage_reader=SafeReader(path), planner=planner, **kwargs)
+    except CheckpointException as exc:  # DCP's wrapper of every rank's failure (a BaseException)
+        causes = [cause for cause, _ in exc.failures.values()]
+        mine = [c for c in causes if isinstance(c, CheckpointError)]
+        if mine:
+            raise mine[0] from None
+        first = causes[0] if causes else exc
+        raise CheckpointError(f"cannot load the sharded checkpoint {path!r}{' ' + what if what else ''}: "
+                              f"{type(first).__name__}: {str(first)[:300]}") from None
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"cannot load the sharded checkpoint {path!r}{' ' + what if what else ''}: "
+                              f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+
+def _where(metadata: Any, key: str) -> tuple[Any, ...]:
+    where = (metadata.planner_data or {}).get(key) or (key,)
+    if not isinstance(where, (tuple, list)) or not where or not all(
+            isinstance(k, str) or isinstance(k, int) and not isinstance(k, bool) and 0 <= k < 1 << 16 for k in where):
+        raise CheckpointError(f"the sharded checkpoint's metadata places {key!r} at {where!r}, which is not a valid "
+                              "place in a checkpoint: the .metadata file is damaged.")
+    return tuple(where)
+
+
+def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
+    """Resolve ``path``, check every file against the directory's checksums (each rank checks a share; a
+    collective), and read ``meta.pt`` (``weights_only=True``) and ``.metadata`` (restricted unpickler).
+    Returns (directory, the meta.pt dict, DCP metadata); a CheckpointError naming the file otherwise."""
+    from ember.plugins.checkpoint_io.dcp_reader import read_metadata, shard_files
+
+    path = _resolve(os.fspath(path))
+    files = integrity.read_manifest(path)
+    dist = _dist()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
+    if files is not None:
+        small = [n for n in (".metadata", META) if n in files]
+        missing = [n for n in (".metadata", META) if n not in files]
+        error = f"{path}/{integrity.MANIFEST} does not list {missing[0]}: it is damaged." if missing else \
+            integrity.verify_manifest(path, files, small)
+        if error:
+            raise CheckpointError(error)
+    checkpoint = _read_meta(path)
+    if files is None and checkpoint.get(_CHECKSUMS):
+        raise CheckpointError(f"the sharded checkpoint {path} has lost its {integrity.MANIFEST} (the checksums of "
+                              f"its files), so its content cannot be verified.{integrity.offer_sibling(path)}")
+    if files is None:
+        log.warning("%s was written without checksums (an older ember): its content is not verified", path)
+    checkpoint.pop(_CHECKSUMS, None)
+    metadata = read_metadata(path)
+    if files is not None:
+        shards = shard_files(metadata)
+        unlisted = [n for n in shards if n not in files]
+        error = f"{path}/.metadata reads {unlisted[0]}, which {integrity.MANIFEST} does not list: the " \
+            "checkpoint is damaged." if unlisted else integrity.verify_manifest(path, files, shards[rank::world])
+        errors = [e for e in _gather(error) if e]
+        if errors:
+            raise CheckpointError(errors[0])
+    return path, checkpoint, metadata
 
 
 def _set(root: dict, where: Sequence[Any], value: Any) -> None:
@@ -210,14 +315,16 @@ def shard_optimizer_states(optimizers: Sequence[torch.optim.Optimizer]) -> None:
                         state[key] = shard_like(value, param)
 
 
-def _read_meta(path: str, weights_only: bool) -> dict:
+def _read_meta(path: str) -> dict:
+    """``meta.pt``: always ``weights_only=True`` (with its checksums verified); ember writes only plain data there."""
     meta = os.path.join(path, META)
     if not os.path.isfile(meta):
-        raise CheckpointError(f"the sharded checkpoint {path!r} has no {META}: it is incomplete (a crashed save?).")
-    try:
-        return torch.load(meta, map_location="cpu", weights_only=weights_only)
-    except Exception as exc:
-        raise CheckpointError(f"cannot read {meta!r}: {type(exc).__name__}: {exc}") from exc
+        raise CheckpointError(f"the sharded checkpoint {path!r} has no {META}: it is incomplete (a crashed save?)."
+                              f"{integrity.offer_sibling(path)}")
+    checkpoint = safe_load(meta, weights_only=True)
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"{meta} is damaged: it holds a {type(checkpoint).__name__}, not a dict.")
+    return checkpoint
 
 
 def optimizer_state_by_position(state: dict) -> dict:
@@ -238,32 +345,25 @@ def optimizer_state_by_position(state: dict) -> dict:
 def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
     """Write the sharded checkpoint at ``path`` as one ``torch.save`` file at ``output`` (atomically), in the
     layout a one-process run writes. Runs in one process, without a process group; needs memory for the
-    whole model and optimizer state. Returns ``output``."""
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    whole model and optimizer state. Every input file is verified against its checksum and read without
+    running code from it (as :func:`load`). Returns ``output``."""
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    path, output = _resolve(os.fspath(path)), os.fspath(output)
-    checkpoint = _read_meta(path, weights_only=False)
-    folder = os.path.dirname(os.path.abspath(output))
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{os.path.basename(output)}.tmp-{uuid.uuid4().hex[:8]}")
-    try:
-        dcp_to_torch_save(path, tmp)
-        tensors = torch.load(tmp, map_location="cpu", weights_only=True)
-        checkpoint["state_dict"] = tensors["state_dict"]
-        if "optimizer_states" in tensors:
-            states = tensors["optimizer_states"]
-            if isinstance(states, dict):  # a list is stored with its positions as keys
-                states = [states[k] for k in sorted(states, key=int)]
-            checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in states]
-        names = checkpoint.pop(_PARAM_NAMES, None)
-        if "grads" in tensors and names is not None:
-            checkpoint["grads"] = [tensors["grads"].get(name) for name in names]
-        with open(tmp, "wb") as f:
-            torch.save(checkpoint, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from ember.plugins.checkpoint_io.torch_file import atomic_save
+
+    path, checkpoint, metadata = open_verified(path)
+    output = os.fspath(output)
+    tensors: dict[str, Any] = {}
+    for key, meta in metadata.state_dict_metadata.items():
+        value = torch.empty(meta.size, dtype=meta.properties.dtype) \
+            if isinstance(meta, TensorStorageMetadata) else None
+        _set(tensors, _where(metadata, key), value)
+    _dcp_load(tensors, path, "", no_dist=True)
+    checkpoint["state_dict"] = tensors.get("state_dict", {})
+    if "optimizer_states" in tensors:
+        checkpoint["optimizer_states"] = [optimizer_state_by_position(s) for s in tensors["optimizer_states"]]
+    names = checkpoint.pop(_PARAM_NAMES, None)
+    if "grads" in tensors and names is not None:
+        checkpoint["grads"] = [tensors["grads"].get(name) for name in names]
+    atomic_save(checkpoint, output)
     return output
