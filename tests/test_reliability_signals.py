@@ -163,3 +163,23 @@ def test_the_ember_command_exits_130_and_says_where_the_checkpoint_is(project: P
     assert code == 130, (out, err)
     assert f"ember: interrupted (Ctrl-C); the checkpoint is {last} (resume with --ckpt_path {last})" in err
     assert safe_load(str(last))["global_step"] >= 3
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_ddp_worker_saves_and_every_process_exits_143(tmp_path: Path) -> None:
+    import json
+
+    from dist_support import SCRIPTS, Job
+
+    options = {"enable_checkpointing": True, "default_root_dir": str(tmp_path / "root")}
+    job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "slow_ddp_job.py"),
+               str(tmp_path), "-1", json.dumps(options)], cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "pid1").exists():
+        assert job.proc.poll() is None and time.monotonic() < deadline, job.wait(5)[1]
+        time.sleep(0.05)
+    os.kill(int((tmp_path / "pid1").read_text()), signal.SIGTERM)
+    code, out = job.wait(timeout=60)
+    assert code == 143, out  # the launcher passes on the workers' status, not a failure (1)
+    assert "ember run: the processes stopped on a signal (exit status 143)" in out
+    assert safe_load(str(tmp_path / "root" / "checkpoints" / "last.ckpt"))["global_step"] >= 1
