@@ -41,6 +41,7 @@ FLAG_PLUGINS = {
     "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
+    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
 }
 
 
