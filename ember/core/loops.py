@@ -208,6 +208,11 @@ class Loops:
                                      "iterable that yields a batch per step.")
         self.train_loader = ckpt.train_loader(train[0])
         t.num_training_batches = self.num_batches("train", self.train_loader)
+        if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
+            raise ConfigurationError(
+                "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
+                "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
+                "purpose.")
         self.val_loaders = self.loaders("validate", loaders["validate"])
         t.num_val_batches = [self.num_batches("validate", dl) for dl in self.val_loaders]
         self._check_val_interval()

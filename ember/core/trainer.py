@@ -42,6 +42,7 @@ FLAG_PLUGINS = {
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
     "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
+    "log_every_n_steps": ("callback.loss-check", "callback.loss-check"),
 }
 
 
@@ -659,6 +660,9 @@ class Trainer:
         self._loops.backward(loss, optimizer)
 
     def _clip(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
+        if isinstance(clip_val, bool) or not isinstance(clip_val, (int, float)) or not 0 <= clip_val < float("inf"):
+            raise ConfigurationError(f"clip_gradients(gradient_clip_val={clip_val!r}) is invalid: expected a finite "
+                                     "number >= 0.")
         return self.hook.clip_gradients(trainer=self, module=self.module, optimizer=optimizer,
                                         clip_val=clip_val, algorithm=algorithm)
 

@@ -230,15 +230,16 @@ def _where(metadata: Any, key: str) -> tuple[Any, ...]:
     return tuple(where)
 
 
-def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
-    """Resolve ``path``, check every file against the directory's checksums (each rank checks a share; a
-    collective), and read ``meta.pt`` (``weights_only=True``) and ``.metadata`` (restricted unpickler).
-    Returns (directory, the meta.pt dict, DCP metadata); a CheckpointError naming the file otherwise."""
+def open_verified(path: str | os.PathLike, collective: bool = True) -> tuple[str, dict, Any]:
+    """Resolve ``path``, check every file against the directory's checksums (with ``collective``, under a
+    process group, each rank checks a share: call it on every rank), and read ``meta.pt`` (``weights_only=True``)
+    and ``.metadata`` (restricted unpickler). Returns (directory, the meta.pt dict, DCP metadata); a
+    CheckpointError naming the file otherwise."""
     from ember.plugins.checkpoint_io.dcp_reader import read_metadata, shard_files
 
     path = _resolve(os.fspath(path))
     files = integrity.read_manifest(path)
-    dist = _dist()
+    dist = _dist() if collective else None
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
     if files is not None:
         small = [n for n in (".metadata", META) if n in files]
@@ -260,7 +261,7 @@ def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
         unlisted = [n for n in shards if n not in files]
         error = f"{path}/.metadata reads {unlisted[0]}, which {integrity.MANIFEST} does not list: the " \
             "checkpoint is damaged." if unlisted else integrity.verify_manifest(path, files, shards[rank::world])
-        errors = [e for e in _gather(error) if e]
+        errors = [e for e in (_gather(error) if dist is not None else [error]) if e]
         if errors:
             raise CheckpointError(errors[0])
     return path, checkpoint, metadata
@@ -351,7 +352,7 @@ def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
 
     from ember.plugins.checkpoint_io.torch_file import atomic_save
 
-    path, checkpoint, metadata = open_verified(path)
+    path, checkpoint, metadata = open_verified(path, collective=False)
     output = os.fspath(output)
     tensors: dict[str, Any] = {}
     for key, meta in metadata.state_dict_metadata.items():
