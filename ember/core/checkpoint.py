@@ -236,7 +236,9 @@ def storage_manager(checkpoint_io: Any = "torch") -> Any:
 
 def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
     """Read ``path`` through the storage role of ``pm``."""
-    checkpoint = pm.hook.load_checkpoint(trainer=trainer, path=path, weights_only=weights_only)
+    from ember.core.dispatch import HookTable
+
+    checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
     if checkpoint is None:
         raise CheckpointError(f"cannot read {path}: no checkpoint-storage plugin answered load_checkpoint; "
                               "select one with Trainer(checkpoint_io='torch').")
@@ -335,7 +337,7 @@ class Checkpointing:
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
             for key, plugin in self._stateful_plugins():
                 checkpoint["plugins"][key] = plugin.state_dict()
-        t.plugin_manager.hook.on_save_checkpoint(trainer=t, module=module, checkpoint=checkpoint)
+        t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
             checkpoint.pop("plugins", None)
         return checkpoint
@@ -394,8 +396,7 @@ class Checkpointing:
     def last_paths(self) -> list[str]:
         """The "last" checkpoints the plugins keep (``last_checkpoint_path``), or the default one."""
         t = self.trainer
-        caller = t.hook.last_checkpoint_path if t.hook is not None else None
-        answers = caller(trainer=t) if caller is not None else []
+        answers = t.hook.call("last_checkpoint_path", trainer=t)
         paths = list(dict.fromkeys(os.fspath(p) for p in answers if p))
         return paths or [os.path.join(t.default_root_dir, "checkpoints", "last.ckpt")]
 
@@ -406,7 +407,7 @@ class Checkpointing:
         with self._plugins_registered() as hook:
             for op, path, weights_only in requests:
                 if op == "remove":
-                    hook.remove_checkpoint(trainer=t, path=path)
+                    hook.call("remove_checkpoint", trainer=t, path=path)
                     continue
                 if weights_only not in built:
                     try:
@@ -416,22 +417,22 @@ class Checkpointing:
                             f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
                             "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
                             "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
-                if hook.save_checkpoint(trainer=t, checkpoint=built[weights_only], path=path) is None:
+                if hook.call("save_checkpoint", trainer=t, checkpoint=built[weights_only], path=path) is None:
                     raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
                                              "one with Trainer(checkpoint_io='torch').")
             if t.world_size > 1 and built:
-                hook.barrier(trainer=t, name="save_checkpoint")
+                hook.call("barrier", trainer=t, name="save_checkpoint")
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:
         """The run's plugins, registered for the duration (already so inside a run)."""
         t = self.trainer
         if t.state.get("status") == "running":
-            yield t.plugin_manager.hook
+            yield t.hook
             return
         registered = t._register_run_plugins(t.module, t.datamodule)
         try:
-            yield t.plugin_manager.hook
+            yield t.hook
         finally:
             for plugin in reversed(registered):
                 t.plugin_manager.unregister(plugin)
