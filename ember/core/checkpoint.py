@@ -42,8 +42,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ember")
 
-#: The checkpoint format this ember writes; it reads this one and every older one.
-FORMAT_VERSION = 1
+#: The checkpoint format this ember writes; it reads this one and every older one. 2: a plugin's state is kept
+#: only in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry).
+FORMAT_VERSION = 2
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
 
@@ -217,7 +218,21 @@ def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> d
         written = checkpoint.get("ember_version", "a newer ember")
         raise CheckpointError(f"{path} was written in checkpoint format {version} (by ember {written}); this ember "
                               f"({__version__}) reads formats up to {FORMAT_VERSION}. Upgrade ember to load it.")
+    if version < 2:
+        _upgrade_from_1(checkpoint)
     return checkpoint
+
+
+def _upgrade_from_1(checkpoint: dict[str, Any]) -> None:
+    """Format 1 -> 2: the callback states format 1 also kept in a ``callbacks`` entry (EarlyStopping under
+    ``identity[monitor]``, its key now, and Timer under its identity) move to ``plugins``; a state already
+    under ``plugins`` wins."""
+    legacy = checkpoint.pop("callbacks", None)
+    if not isinstance(legacy, dict):
+        return
+    plugins = checkpoint.setdefault("plugins", {})
+    for key, state in legacy.items():
+        plugins.setdefault(key, state)
 
 
 def storage_manager(checkpoint_io: Any = "torch") -> Any:
@@ -351,17 +366,34 @@ class Checkpointing:
             return True
         return batch_idx is not None and (batch_idx + 1) % t.config.accumulate_grad_batches != 0
 
-    def _stateful_plugins(self) -> Iterator[tuple[str, Any]]:
-        """Callbacks, plugins and the DataModule with Lightning's ``state_dict``/``load_state_dict``."""
+    def _stateful_plugins(self) -> list[tuple[str, Any]]:
+        """The one route of plugin state into and out of checkpoints: every plugin of the run (callbacks,
+        plugins, always-on and role plugins, the DataModule) that has Lightning's ``state_dict()`` and
+        ``load_state_dict(state)``, with the key its state is kept under in ``checkpoint["plugins"]``: its
+        ``state_key`` if it has one, else its identity. Each plugin appears once; two under one key are an
+        error (the second would overwrite the first)."""
         t = self.trainer
         candidates = list(t.extra_plugins) + list(t.autoload_plugins)
+        candidates += [(t.role_identities[role], plugin) for role, plugin in t.role_plugins.items()]
         if t.datamodule is not None:
             candidates.append(("datamodule", t.datamodule))
+        found: dict[str, Any] = {}
+        seen: set[int] = set()
         for identity, plugin in candidates:
-            if callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict", None)) \
-                    and not isinstance(plugin, torch.nn.Module):
-                key = getattr(plugin, "state_key", None)
-                yield (key if isinstance(key, str) else identity), plugin
+            if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
+                continue
+            seen.add(id(plugin))
+            if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
+                                                                                         None))):
+                continue
+            key = getattr(plugin, "state_key", None)
+            key = key if isinstance(key, str) else identity
+            if key in found:
+                raise ConfigurationError(
+                    f"two plugins keep their state under the same checkpoint key {key!r}: {found[key]!r} and "
+                    f"{plugin!r}. Give one a distinct state_key (or identity) so that each is restored as saved.")
+            found[key] = plugin
+        return list(found.items())
 
     # -- writing and removing ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, weights_only: bool = False) -> None:
