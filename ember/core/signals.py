@@ -51,7 +51,7 @@ def request_stop(trainer: Trainer, signum: int = signal.SIGTERM, requeue: bool =
     :param signum: the signal the request stands for (sets the exit status, ``128 + signum``).
     :param requeue: passed on to the ``requeue`` hook, which may then resubmit the job.
     """
-    trainer._checkpointing.request_stop(signum, requeue)
+    trainer.checkpointing.request_stop(signum, requeue)
 
 
 class SignalHandlers:
@@ -80,7 +80,7 @@ class SignalHandlers:
         self.previous.clear()
 
     def _handle(self, signum: int, frame: Any) -> None:
-        ckpt = self.trainer._checkpointing
+        ckpt = self.trainer.checkpointing
         if ckpt.stop_signal is not None and signum == signal.SIGINT:
             raise KeyboardInterrupt  # a second Ctrl-C: stop now
         log.warning("received %s: writing a checkpoint after the current batch, then exiting with code %d",
