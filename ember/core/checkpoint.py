@@ -35,7 +35,7 @@ import torch
 from ember.core import rng
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.resumable_data import TrainData
-from ember.core.signals import SignalExit, SignalHandlers, exit_code
+from ember.core.signals import SignalHandlers, stop_exception
 from ember.core.state import FitProgress
 
 if TYPE_CHECKING:
@@ -510,17 +510,15 @@ class Checkpointing:
         self._requests = []
         self._deferring = True
         # A multi-process fit polls at every safe point: a signal may reach another process first.
-        self.safe_point_due = t.world_size > 1 and t.config.enable_checkpointing
-        handlers = SignalHandlers(t) if t.config.enable_checkpointing else None
-        if handlers is not None:
-            handlers.install()
+        self.safe_point_due = t.world_size > 1
+        handlers = SignalHandlers(t)  # Ctrl-C and SIGTERM stop at a safe point, checkpointing or not
+        handlers.install()
         try:
             yield
             if self.stop_signal is not None:  # the signal came after the last safe point
                 self._stop()
         finally:
-            if handlers is not None:
-                handlers.uninstall()
+            handlers.uninstall()
             self._deferring = False
             self._requests = []
             self.train_data = None
@@ -549,7 +547,7 @@ class Checkpointing:
         if batch_idx is not None and stop and self._mid_window(batch_idx) and \
                 getattr(t.module, "automatic_optimization", True):
             stop = False  # finish the accumulation window first: no gradients to carry
-        polling = t.world_size > 1 and t.config.enable_checkpointing
+        polling = t.world_size > 1
         if polling:
             self._polls += 1
             if self._polls % SIGNAL_SYNC_EVERY:
@@ -562,14 +560,15 @@ class Checkpointing:
     def _stop(self, batch_idx: int | None = None) -> None:
         t = self.trainer
         signum = self.stop_signal if self.stop_signal is not None else int(signal.SIGTERM)
-        paths = self.last_paths()
+        paths = self.last_paths() if t.config.enable_checkpointing else []
         self._write([("save", p, False) for p in paths], batch_idx)
-        log.warning("saved %s; stopping with exit code %d", " and ".join(paths), exit_code(signum))
-        path = paths[0]
-        if t.hook.requeue is not None:
+        log.warning("%s; stopping on %s", f"saved {' and '.join(paths)}" if paths else "checkpointing is off, nothing "
+                    "saved", signal.Signals(signum).name)
+        path = paths[0] if paths else None
+        if t.hook.requeue is not None and path is not None:
             t.hook.requeue(trainer=t, signum=signum, checkpoint_path=path, requested=self.stop_requeue)
         self.stop_signal = None
-        raise SignalExit(signum, path)
+        raise stop_exception(signum, path)
 
 
 def _load_list(what: str, objects: list[Any], states: list[Any], path: str | None) -> None:

@@ -502,11 +502,9 @@ class Trainer:
             self.interrupted = interrupted
             self._name_plugin_in(exc)
             self._on_exception(exc)
-            if isinstance(exc, KeyboardInterrupt):
-                log.warning("KeyboardInterrupt: run ended early at epoch %d, step %d", self.current_epoch,
+            if isinstance(exc, KeyboardInterrupt):  # one meaning: re-raised, the module keeps its weights
+                log.warning("KeyboardInterrupt: run stopped at epoch %d, step %d", self.current_epoch,
                             self.global_step)
-                self.interrupted = True
-                return None
             raise
         finally:
             try:
