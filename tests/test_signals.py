@@ -206,7 +206,7 @@ def test_processes_agree_on_stopping_every_few_batches(tmp_path: Path) -> None:
         @ember.hookimpl
         def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
             decisions.append(decision)
-            return decision or (not all and trainer._loops._batches_seen > 3)
+            return decision or (not all and trainer.loop.progress.batches_seen > 3)
 
     with pytest.raises(SignalExit) as info:
         make(tmp_path, TwoProcesses()).fit(TinyClassifier(), data())
