@@ -42,6 +42,7 @@ FLAG_PLUGINS = {
     "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
+    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
 }
 
 
@@ -91,8 +92,10 @@ class Trainer:
     def __init__(self, **kwargs: Any) -> None:
         self.config: TrainerConfig = make_config(kwargs)
         self.plugin_manager = PluginManager()
-        self.discovery = discovery.discover()
         self.blocked = tuple(dict.fromkeys(self.config.block_plugins + _env_blocked()))
+        self.discovery = discovery.discover().without_distributions(self.blocked)  # dist:NAME entries
+        for problem in discovery.discover().unknown_blocked(self.blocked, tuple(ESSENTIAL)):
+            warnings.warn(problem, EmberWarning, stacklevel=2)
         for identity in self.blocked:
             if identity in ESSENTIAL:
                 raise PluginError(f"plugin {identity!r} is essential to ember and cannot be blocked; "
