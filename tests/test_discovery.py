@@ -16,7 +16,7 @@ from ember.core import discovery
 from ember.testing import TinyClassifier, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 Install = Callable[..., Path]
 
@@ -133,7 +133,7 @@ def test_auto_selection_skips_a_broken_plugin_with_a_log_message(install: Instal
             {"ember.plugins": {"accelerator.brokengpu": "thirdparty_brokengpu:GPU"}},
             {"thirdparty_brokengpu": "raise RuntimeError('driver missing')\n"})
     with caplog.at_level(logging.WARNING, logger="ember"):
-        trainer = ember.Trainer(**QUIET, accelerator="auto")
+        trainer = ember.Trainer(**dict(QUIET, accelerator="auto"))
     assert trainer.role_identities["accelerator"] == "accelerator.cpu"
     assert "accelerator.brokengpu" in caplog.text and "driver missing" in caplog.text
 
@@ -155,7 +155,7 @@ def test_two_distributions_claiming_one_identity(install: Install) -> None:
 def test_two_distributions_claiming_a_builtin_identity(install: Install) -> None:
     install("thirdparty-cpu", "0.1", {"ember.plugins": {"accelerator.cpu": "thirdparty_cpu:CPU"}})
     with pytest.raises(ember.PluginConflictError) as info:
-        ember.Trainer(**QUIET, accelerator="cpu")
+        ember.Trainer(**dict(QUIET, accelerator="cpu"))
     message = str(info.value)
     assert "'accelerator.cpu'" in message
     assert f"ember {ember.__version__}" in message and "thirdparty-cpu 0.1" in message
