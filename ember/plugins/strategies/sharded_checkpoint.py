@@ -9,6 +9,10 @@ A sharded checkpoint is a directory:
   hyperparameters, callback and plugin states. Gradients a checkpoint carries (written in the middle of an
   accumulation window) go with the DCP files, sharded, as ``grads`` keyed by parameter name.
 
+* ``checksums.json``: the SHA-256 and size of every other file (each rank hashes the shards it wrote),
+  verified on load; nothing in the directory is unpickled except through weights-only loads and a
+  restricted unpickler for ``.metadata`` (:mod:`ember.plugins.checkpoint_io.dcp_reader`).
+
 It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
 crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
 renames, at ``path + ".old"``, which :func:`load` falls back to).
