@@ -125,7 +125,9 @@ def test_non_finite_clip_values_and_empty_loaders_are_refused(tmp_path: Path) ->
         trainer.fit(TinyClassifier(), empty)
 
 
-def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path) -> None:
+@pytest.mark.parametrize("accelerator", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.cuda, pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")])])
+def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: str) -> None:
     import torch
 
     from ember.plugins.callbacks.loss_check import NonFiniteLossWarning
@@ -135,7 +137,8 @@ def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path) -> None:
             loss = super().training_step(batch, batch_idx)
             return loss * float("nan") if self.trainer.global_step >= 3 else loss
 
-    trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), log_every_n_steps=2, **QUIET)
+    trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), log_every_n_steps=2,
+                            accelerator=accelerator, **QUIET)
     with pytest.warns(NonFiniteLossWarning) as caught:
         trainer.fit(GoesNaN(), *tiny_loaders(n=32))
     assert len(caught) == 1  # once, not every step
