@@ -145,3 +145,27 @@ def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: s
     message = str(caught[0].message)
     assert "the training loss is nan at global step 4 (epoch 0, batch 3)" in message
     assert "callbacks=['nan-guard']" in message and "set_detect_anomaly" in message
+
+
+def test_a_full_disk_during_a_sharded_save_keeps_the_previous_one(tmp_path: Path) -> None:
+    import subprocess
+
+    import torch
+
+    from ember.plugins.strategies import sharded_checkpoint
+
+    folder = tmp_path / "small"
+    if not _small_disk(folder):
+        pytest.skip("needs a small file system: mounting a 512 KiB tmpfs is not permitted here")
+    try:
+        small = torch.nn.Linear(4, 4)
+        path = folder / "sharded"
+        sharded_checkpoint.save({"format_version": 2}, path, small, [])
+        big = torch.nn.Linear(1024, 1024)  # 4 MiB of weights
+        with pytest.raises(ember.CheckpointError, match=rf"cannot write {path}: no space left on the device"):
+            sharded_checkpoint.save({"format_version": 2}, path, big, [])
+        assert sorted(os.listdir(folder)) == ["sharded"]  # no half-written directory left
+        loaded = sharded_checkpoint.load(path, torch.nn.Linear(4, 4))
+        assert torch.equal(loaded["state_dict"]["weight"], small.weight)
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)

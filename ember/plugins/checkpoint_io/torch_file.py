@@ -120,6 +120,12 @@ def _disk_full_cause(exc: BaseException | None) -> OSError | None:
     while exc is not None and seen < 8:
         if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
             return exc
+        failures = getattr(exc, "failures", None)  # torch.distributed.checkpoint's per-rank errors
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                found = _disk_full_cause(failure[0] if isinstance(failure, tuple) else failure)
+                if found is not None:
+                    return found
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return None
 

@@ -36,7 +36,7 @@ import torch
 
 from ember.core.errors import CheckpointError
 from ember.plugins.checkpoint_io import integrity
-from ember.plugins.checkpoint_io.torch_file import safe_load
+from ember.plugins.checkpoint_io.torch_file import _disk_full_cause, disk_full_error, safe_load
 
 log = logging.getLogger("ember")
 
@@ -121,17 +121,24 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
                "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
     if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
         sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
-    with _quiet_single_process():
-        dcp.save(sharded, checkpoint_id=tmp)
-    if rank == 0:
-        rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
-        rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
-        if "grads" in sharded:  # the parameters' order, to turn the gradients back into a list when consolidating
-            rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
-        with open(os.path.join(tmp, META), "wb") as f:
-            torch.save(rest, f)
-            f.flush()
-            os.fsync(f.fileno())
+    try:
+        with _quiet_single_process():
+            dcp.save(sharded, checkpoint_id=tmp)
+        if rank == 0:
+            rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+            rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
+            if "grads" in sharded:  # the parameters' order, to turn gradients back into a list when consolidating
+                rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
+            with open(os.path.join(tmp, META), "wb") as f:
+                torch.save(rest, f)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException; the previous checkpoint stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = _disk_full_cause(exc)
+        if full is not None:
+            raise disk_full_error(path, sharded, full) from None
+        raise
     _write_checksums(tmp, rank)
     if rank == 0:
         old = path + ".old"
