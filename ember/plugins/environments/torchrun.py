@@ -15,15 +15,12 @@ from typing import Any
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.launchers import TORCHRUN_VARS, torchrun_detected
 from ember.plugins.environments import env_int
 
 #: What torchrun sets for every worker.
-_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def detected() -> bool:
-    """True in a process started by torchrun / the elastic agent."""
-    return "TORCHELASTIC_RUN_ID" in os.environ and all(v in os.environ for v in _VARS)
+_VARS = TORCHRUN_VARS
+detected = torchrun_detected  #: True in a process torchrun started
 
 
 def peer_failure(exc: BaseException) -> bool:

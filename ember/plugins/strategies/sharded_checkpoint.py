@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 from ember.core.errors import CheckpointError
-from ember.plugins.checkpoint_io import integrity
-from ember.plugins.checkpoint_io.torch_file import safe_load
+from ember.plugins._shared import integrity
+from ember.plugins._shared.checkpoint_files import safe_load
 
 log = logging.getLogger("ember")
 
@@ -199,7 +199,7 @@ def _dcp_load(state: dict, path: str, what: str, **kwargs: Any) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from ember.plugins.checkpoint_io.dcp_reader import SafeLoadPlanner, SafeReader
+    from ember.plugins._shared.dcp_reader import SafeLoadPlanner, SafeReader
 
     planner = SafeLoadPlanner()
     planner.source = path
@@ -234,7 +234,7 @@ def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
     """Resolve ``path``, check every file against the directory's checksums (each rank checks a share; a
     collective), and read ``meta.pt`` (``weights_only=True``) and ``.metadata`` (restricted unpickler).
     Returns (directory, the meta.pt dict, DCP metadata); a CheckpointError naming the file otherwise."""
-    from ember.plugins.checkpoint_io.dcp_reader import read_metadata, shard_files
+    from ember.plugins._shared.dcp_reader import read_metadata, shard_files
 
     path = _resolve(os.fspath(path))
     files = integrity.read_manifest(path)
@@ -349,7 +349,7 @@ def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
     running code from it (as :func:`load`). Returns ``output``."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    from ember.plugins.checkpoint_io.torch_file import atomic_save
+    from ember.plugins._shared.checkpoint_files import atomic_save
 
     path, checkpoint, metadata = open_verified(path)
     output = os.fspath(output)
