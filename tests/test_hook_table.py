@@ -342,7 +342,7 @@ def test_compiled_source_is_inspectable() -> None:
 
 
 def test_tables_of_finished_runs_are_not_kept_alive() -> None:
-    trainer = ember.Trainer(max_epochs=1)
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=1)
     train, val = tiny_loaders(n=16, batch_size=8)
     model = TinyClassifier()
     for _ in range(3):

@@ -112,7 +112,7 @@ def test_environment_path_and_off_values(tmp_path, monkeypatch) -> None:
     _fit(tmp_path)
     assert _records((tmp_path / "sub" / "env.jsonl").read_text())[0]["run"] == "fit"
     monkeypatch.setenv("EMBER_TRACE", "0")
-    trainer = ember.Trainer()
+    trainer = ember.Trainer(accelerator="cpu")
     assert trainer.tracer is None
 
 
@@ -222,4 +222,4 @@ def test_tracing_on_monitors_the_table_and_is_removed_after_the_run(tmp_path) ->
 @pytest.mark.parametrize("bad", [3, ["stderr"], object()])
 def test_invalid_trace_argument(bad) -> None:
     with pytest.raises(ember.ConfigurationError, match=r"Trainer\(trace="):
-        ember.Trainer(trace=bad)
+        ember.Trainer(accelerator="cpu", trace=bad)

@@ -36,6 +36,7 @@ from ember.core import rng
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.resumable_data import TrainData
 from ember.core.signals import SignalHandlers, stop_exception
+from ember.core.state import FitProgress
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -47,42 +48,6 @@ log = logging.getLogger("ember")
 FORMAT_VERSION = 2
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
-
-_PHASES = ("epoch_start", "batch")
-
-
-def _phase(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in _PHASES:
-        raise CheckpointError(f"loops['fit']['phase']={value!r} is not one of {_PHASES}: the checkpoint is "
-                              "damaged or was written by an incompatible ember.")
-
-
-@attrs.frozen
-class FitProgress:
-    """The fit loop's counters, and the safe point a checkpoint was written at."""
-
-    #: ``trainer.current_epoch``.
-    epoch: int
-    #: ``trainer.global_step`` (optimizer steps).
-    global_step: int
-    #: Training batches processed in all epochs (for ``val_check_interval`` counted across epochs).
-    batches_seen: int
-    #: ``trainer.should_stop``.
-    should_stop: bool
-    #: ``"epoch_start"``: before epoch ``epoch`` drew its first batch (also before and after training);
-    #: ``"batch"``: after batch ``batch_idx`` of epoch ``epoch`` and its validation, if one was due.
-    phase: str = attrs.field(validator=_phase)
-    #: The last batch processed in this epoch (phase ``"batch"``), else -1.
-    batch_idx: int = -1
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FitProgress:
-        names = {f.name for f in attrs.fields(cls)}
-        try:
-            return cls(**{k: v for k, v in data.items() if k in names})
-        except TypeError as exc:
-            raise CheckpointError(f"loops['fit'] is incomplete ({exc}): the checkpoint is damaged.") from exc
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Plain data
@@ -335,17 +300,14 @@ class Checkpointing:
             "plugins": {},
         }
         if not weights_only:
-            progress = FitProgress(epoch=t.current_epoch, global_step=t.global_step,
-                                   batches_seen=t._loops._batches_seen, should_stop=bool(t.should_stop),
-                                   phase="epoch_start" if batch_idx is None else "batch",
-                                   batch_idx=-1 if batch_idx is None else batch_idx)
+            progress = t.loop.progress.snapshot(batch_idx)
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]
             checkpoint["loops"] = {"fit": attrs.asdict(progress)}
             data = self.train_data
             checkpoint["rng"] = rng.capture(data.generators if data is not None else ())
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
-            checkpoint["results"] = {"train": _results_state(getattr(t, "train_results", None))}
+            checkpoint["results"] = {"train": _results_state(t.loop.train_results)}
             checkpoint["callback_metrics"] = {k: v.detach() for k, v in t.callback_metrics.items()
                                               if isinstance(v, torch.Tensor)}
             if self._mid_window(batch_idx):
@@ -459,10 +421,10 @@ class Checkpointing:
     def _plugins_registered(self) -> Iterator[Any]:
         """The run's plugins, registered for the duration (already so inside a run)."""
         t = self.trainer
-        if t.state.get("status") == "running":
+        if t.state.status == "running":
             yield t.hook
             return
-        registered = t._register_run_plugins(t.module, t.datamodule)
+        registered = t.register_run_plugins(t.module, t.datamodule)
         try:
             yield t.hook
         finally:
@@ -500,7 +462,7 @@ class Checkpointing:
         if path is None:
             return
         checkpoint = check_format(read(t.plugin_manager, t, path, weights_only), path)
-        fn = t.state.get("fn")
+        fn = t.state.fn
         if fn == "fit" and checkpoint.get("kind") == "weights":
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
@@ -539,9 +501,8 @@ class Checkpointing:
                                       f"{len(params)}.")
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
-        t.current_epoch, t.global_step = progress.epoch, progress.global_step
-        t._loops._batches_seen, t.should_stop = progress.batches_seen, progress.should_stop
-        _restore_results(t.train_results, checkpoint.get("results", {}).get("train", {}))
+        t.loop.progress.restore(progress)
+        _restore_results(t.loop.train_results, checkpoint.get("results", {}).get("train", {}))
         t.callback_metrics.update(checkpoint.get("callback_metrics", {}))
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():

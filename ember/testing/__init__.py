@@ -36,10 +36,12 @@ __all__ = [
     "tiny_loaders",
 ]
 
-#: Trainer arguments for quick tests: one short epoch, no sanity check, and quiet (no progress bar, model
+#: Trainer arguments for quick tests: on the CPU (so results compare with CPU tensors on any machine; pass
+#: ``accelerator=`` to test another device), one short epoch, no sanity check, and quiet (no progress bar, model
 #: summary, logger or checkpoint files).
-FAST_TRAINER_ARGS: dict[str, Any] = {"max_epochs": 1, "num_sanity_val_steps": 0, "enable_progress_bar": False,
-                                     "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
+FAST_TRAINER_ARGS: dict[str, Any] = {"accelerator": "cpu", "max_epochs": 1, "num_sanity_val_steps": 0,
+                                     "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+                                     "enable_checkpointing": False}
 
 
 def tiny_dataset(n: int = 64, features: int = 8, classes: int = 3, seed: int = 0) -> TensorDataset:
