@@ -24,6 +24,8 @@ ALL_SPECS = specs()
 NOT_CALLED_YET = {
     # Agreement across processes (should_stop, early stopping, checkpoint monitors) calls this.
     "reduce_boolean_decision": "distributed strategies and monitoring callbacks",
+    # Only the FSDP strategy asks it (multi-process runs in tests/test_fsdp.py; unit-tested in test_plugin_order.py).
+    "mixed_precision_dtype": "strategies that cast parameters themselves",
 }
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "LoadCheckpoint",
     "LogHyperparams",
     "LogMetrics",
+    "MixedPrecisionDtype",
     "ModelShardedContext",
     "OnAfterBackward",
     "OnAfterBatchTransfer",
@@ -459,6 +460,15 @@ if TYPE_CHECKING:
 
         def convert_input(self, trainer: Trainer, data: Any) -> Any:
             """Convert the floating-point tensors of a batch for the precision (e.g. to float64 under 64-true)."""
+            return None
+
+    class MixedPrecisionDtype(Protocol):
+        """``mixed_precision_dtype`` (role hook, firstresult)."""
+
+        def mixed_precision_dtype(self, trainer: Trainer) -> torch.dtype | None:
+            """The dtype a mixed precision computes in while the parameters stay float32 (``torch.bfloat16`` under
+            bf16-mixed, ``torch.float16`` under 16-mixed).
+            """
             return None
 
     class Step(Protocol):

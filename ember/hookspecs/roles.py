@@ -101,12 +101,26 @@ def convert_input(trainer: Trainer, data: Any) -> Any:
 
 
 @hookspec(firstresult=True)
+def mixed_precision_dtype(trainer: Trainer) -> torch.dtype | None:
+    """The dtype a mixed precision computes in while the parameters stay float32 (``torch.bfloat16`` under
+    bf16-mixed, ``torch.float16`` under 16-mixed).
+
+    Asked by a strategy that casts parameters itself (FSDP's ``MixedPrecisionPolicy``), once per fit, so that it
+    follows the precision without knowing the precision plugins. Only called when implemented.
+
+    :param trainer: the trainer.
+    :returns: the compute dtype, or None when the precision is not a mixed one. Stops at first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
 def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
     """Run one ``training_step``/``validation_step``/``test_step``/``predict_step`` of the module.
 
     Called per micro-batch. ``stage`` is ``"train"``, ``"validate"``, ``"test"`` or ``"predict"``. The
-    fallback calls the module's method for the stage. Precisions wrap this hook to enter ``torch.autocast``;
-    a strategy may answer it to run the step through its wrapped model (``model``).
+    fallback calls the module's method for the stage, or, for the training stage, ``model(batch, batch_idx)``
+    when the strategy's ``setup_module`` answered a model other than the module. Precisions wrap this hook to
+    enter ``torch.autocast``; a strategy may wrap it too (DDP skips the gradient sync while accumulating).
 
     :param trainer: the trainer.
     :param model: the model as wrapped by the strategy (the module itself under single-device).
@@ -263,7 +277,10 @@ def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
     """Wrap the module for the strategy (e.g. in ``DistributedDataParallel``).
 
     Called once per ``fit``, after ``convert_module`` and ``configure_optimizers``. The answer is passed to
-    ``step`` as ``model``.
+    ``step`` as ``model``. A model other than the module itself is the strategy's training-step runner: the
+    fallback ``step`` calls ``model(batch, batch_idx)`` for the training stage, so its ``forward`` must run
+    the module's ``training_step`` (as ``DistributedDataParallel`` around a small forwarding module does).
+    No plugin rewrites the module's methods.
 
     :param trainer: the trainer.
     :param module: the module on its device.

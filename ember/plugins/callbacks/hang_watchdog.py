@@ -241,7 +241,7 @@ class _Monitor:
         kind = type("HangError", bases, {"__init__": lambda exc, *args: HangError.__init__(exc, message),
                                          "__module__": HangError.__module__})
         try:
-            from ember.plugins.environments.torchrun import write_error_file
+            from ember.plugins._shared.launchers import write_error_file
 
             write_error_file(kind(), self.rank)
         except Exception:  # pragma: no cover - only a record for the launcher
