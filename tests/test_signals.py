@@ -18,7 +18,8 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
 #: No progress bar, model summary or logger files: only what the test is about.
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 

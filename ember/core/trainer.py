@@ -42,6 +42,7 @@ FLAG_PLUGINS = {
     "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
+    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
 }
 
 
@@ -91,8 +92,10 @@ class Trainer:
     def __init__(self, **kwargs: Any) -> None:
         self.config: TrainerConfig = make_config(kwargs)
         self.plugin_manager = PluginManager()
-        self.discovery = discovery.discover()
         self.blocked = tuple(dict.fromkeys(self.config.block_plugins + _env_blocked()))
+        self.discovery = discovery.discover().without_distributions(self.blocked)  # dist:NAME entries
+        for problem in discovery.discover().unknown_blocked(self.blocked, tuple(ESSENTIAL)):
+            warnings.warn(problem, EmberWarning, stacklevel=2)
         for identity in self.blocked:
             if identity in ESSENTIAL:
                 raise PluginError(f"plugin {identity!r} is essential to ember and cannot be blocked; "
@@ -292,7 +295,7 @@ class Trainer:
         self.datamodule: Any = None
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
-        self.hook: Any = None
+        self.hook = HookTable(self.plugin_manager)  # replaced by a fresh table at each run (see _run)
         self.root_device = torch.device("cpu")
         self.global_rank = self.local_rank = self.node_rank = 0
         self.world_size = 1
@@ -574,16 +577,13 @@ class Trainer:
     def _on_exception(self, exc: BaseException) -> None:
         """Run every ``on_exception`` implementation, even when one of them raises.
 
-        The call goes through pluggy (so tracing sees it and wrappers wrap it), with each plain
-        implementation guarded so that one failing handler cannot hide the others or the original error.
+        The call goes through the hook table like every other (so tracing sees it and wrappers wrap it), with
+        each plain implementation guarded so that one failing handler cannot hide the others or the original
+        error.
         """
-        pm = self.plugin_manager
-        impls = [impl if impl.wrapper or impl.hookwrapper else _guarded(impl, exc)
-                 for impl in pm.hook.on_exception.get_hookimpls()]
-        if not impls:
-            return
         try:
-            pm._hookexec("on_exception", impls, {"trainer": self, "module": self.module, "exception": exc}, False)
+            self.hook.call_each("on_exception", functools.partial(_guarded, exc=exc), trainer=self,
+                                module=self.module, exception=exc)
         except Exception:
             log.exception("an on_exception wrapper raised while handling %r", exc)
 
@@ -607,19 +607,19 @@ class Trainer:
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         """Agree on a decision across processes: every rank's (``all=True``) or any rank's. A collective."""
-        return bool(self.plugin_manager.hook.reduce_boolean_decision(trainer=self, decision=decision, all=all))
+        return bool(self.hook.call("reduce_boolean_decision", trainer=self, decision=decision, all=all))
 
     def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
-        return self.plugin_manager.hook.reduce(trainer=self, tensor=tensor, op=op)
+        return self.hook.call("reduce", trainer=self, tensor=tensor, op=op)
 
     def barrier(self, name: str | None = None) -> None:
-        self.plugin_manager.hook.barrier(trainer=self, name=name)
+        self.hook.call("barrier", trainer=self, name=name)
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
-        return self.plugin_manager.hook.broadcast(trainer=self, obj=obj, src=src)
+        return self.hook.call("broadcast", trainer=self, obj=obj, src=src)
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
-        return self.plugin_manager.hook.all_gather(trainer=self, tensor=tensor, sync_grads=sync_grads)
+        return self.hook.call("all_gather", trainer=self, tensor=tensor, sync_grads=sync_grads)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
@@ -627,7 +627,9 @@ class Trainer:
 
 
 def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
-    """A copy of ``impl`` whose exceptions are logged instead of raised."""
+    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
+    if impl.wrapper or impl.hookwrapper:
+        return impl
     function = impl.function
 
     @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
