@@ -20,18 +20,20 @@ from __future__ import annotations
 import math
 import os
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 
 from ember.core.data import LOADER_METHODS, num_batches, stage_loaders
-from ember.core.errors import ConfigurationError
+from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.evaluation import EvaluationLoop
 from ember.core.metrics import MetricLog
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results
 from ember.core.seed import preserved_rng
-from ember.core.state import LogContext, Progress
+from ember.core.state import FitProgress, LogContext, Progress
 from ember.core.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -56,6 +58,27 @@ class Loops:
         self.evaluation = EvaluationLoop(self)
         #: What ``self.optimizers()`` returns under manual optimization.
         self.manual_optimizers: list[ManualOptimizer] = []
+
+    # -- checkpoints -----------------------------------------------------------------------------------------
+    def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
+        """The loop's part of a full checkpoint, as one unit: the progress counters (``loops["fit"]``, written
+        after batch ``batch_idx`` of the epoch, or before its first batch), the epoch accumulators of
+        ``self.log`` (``results["train"]``) and ``callback_metrics``."""
+        return {"loops": {"fit": attrs.asdict(self.progress.snapshot(batch_idx))},
+                "results": {"train": self.train_results.state_dict()},
+                "callback_metrics": {k: v.detach() for k, v in self.metrics.callback_metrics.items()
+                                     if isinstance(v, torch.Tensor)}}
+
+    def load_state_dict(self, checkpoint: Mapping[str, Any], path: str | None) -> FitProgress:
+        """Continue from what :meth:`state_dict` wrote into ``checkpoint`` (read from ``path``)."""
+        loops = checkpoint.get("loops")
+        if not isinstance(loops, Mapping) or not isinstance(loops.get("fit"), Mapping):
+            raise CheckpointError(f"{path} has no loop progress (loops['fit']): it cannot resume a fit.")
+        progress = FitProgress.from_dict(loops["fit"])
+        self.progress.restore(progress)
+        self.train_results.load_state_dict(checkpoint.get("results", {}).get("train", {}))
+        self.metrics.callback_metrics.update(checkpoint.get("callback_metrics", {}))
+        return progress
 
     # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:

@@ -180,7 +180,7 @@ class Module(torch.nn.Module):
         module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
         inference.
         """
-        from ember.core.checkpoint import load_module
+        from ember.core.checkpoint_format import load_module
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
                            weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)
