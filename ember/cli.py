@@ -109,6 +109,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ember.core.signals import SignalExit, exit_status
+
+    try:
+        return _main(argv)
+    except (KeyboardInterrupt, SignalExit) as exc:  # Ctrl-C: 130; SIGTERM: 143; with where the checkpoint is
+        return exit_status(exc)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in RAW_COMMANDS:
         return int(COMMANDS[argv[0]][2](argparse.Namespace(argv=argv[1:])) or 0)

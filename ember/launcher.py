@@ -5,6 +5,9 @@ Used by the multi-process strategies when a plain ``python train.py`` asks for `
 finds itself ``launched`` (``environment.torchrun``) and runs the loop; this process only waits. When one
 process fails, the agent stops the others (SIGTERM, then SIGKILL after ``kill_timeout`` seconds) and the
 failure is raised here as :class:`ember.WorkerFailedError`, naming the rank and carrying its traceback.
+
+No orphans: every process starts through :func:`worker_main`, which ties its life to this one's: if the launcher dies, by any signal, SIGKILL included, its processes die with it
+within about a second, instead of running on holding memory, devices and ports.
 """
 
 from __future__ import annotations
@@ -105,9 +108,13 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
             max_restarts=max_restarts, monitor_interval=monitor_interval, start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=log_dir), **extra)
         try:
-            with _kill_timeout_on_failure(shutdown_timeout):
-                elastic_launch(config, entrypoint=sys.executable)(*argv)
+            with _kill_timeout_on_failure(shutdown_timeout), _launcher_pid_in_environment():
+                elastic_launch(config, entrypoint=sys.executable)("-c", worker_bootstrap(), *argv)
         except ChildFailedError as err:
+            stopped = signal_stop_status(err.failures)
+            if stopped is not None:  # every process stopped on a signal in order (after saving): not a failure
+                print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
+                raise SystemExit(stopped) from None
             raise describe_failure(err) from None
         except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
             raise SystemExit(128 + int(sig.sigval)) from None
@@ -121,6 +128,79 @@ def _launch_config_has(name: str) -> bool:
     from torch.distributed.launcher.api import LaunchConfig
 
     return name in {f.name for f in dataclasses.fields(LaunchConfig)}
+
+
+# -- no orphans -------------------------------------------------------------------------------------------
+#: The launcher's pid, for its processes to watch.
+LAUNCHER_PID_ENV = "EMBER_LAUNCHER_PID"
+
+
+@contextlib.contextmanager
+def _launcher_pid_in_environment() -> Iterator[None]:
+    previous = os.environ.get(LAUNCHER_PID_ENV)
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(LAUNCHER_PID_ENV, None)
+        else:
+            os.environ[LAUNCHER_PID_ENV] = previous
+
+
+def worker_main() -> None:
+    """What every started process runs first (as ``python -c``, with nothing imported, not even torch): tie its
+    life to the launcher's, then run ``python *sys.argv[1:]`` (a script, or ``-m module``) as ``python`` would.
+
+    If the launcher dies, by any signal, the process dies too: on Linux the kernel sends SIGKILL the moment
+    the parent exits (``prctl(PR_SET_PDEATHSIG)``); elsewhere, and as a second guard for the process's own
+    children (the elastic agent starts each process in a session of its own, so they share its process
+    group), a daemon thread checks the parent every half second and kills the group once the parent has
+    changed. Self-contained: its source is what runs (see :func:`worker_bootstrap`).
+    """
+    import os
+    import runpy
+    import signal
+    import sys
+    import threading
+    import time
+
+    launcher = os.environ.get("EMBER_LAUNCHER_PID", "")
+    if launcher.isdigit():
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+            except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+                pass
+        if os.getppid() != int(launcher):  # the launcher died before the signal was armed
+            os._exit(128 + int(signal.SIGKILL))
+
+        def watch(parent: int = int(launcher)) -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            if os.getpgrp() == os.getpid():  # the group is this process's own: its children and itself
+                os.killpg(os.getpid(), signal.SIGKILL)
+            os._exit(128 + int(signal.SIGKILL))
+
+        threading.Thread(target=watch, name="ember-launcher-watch", daemon=True).start()
+    argv = sys.argv[1:]
+    if argv[:1] == ["-m"]:
+        sys.argv = [argv[1], *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        return
+    sys.argv = list(argv)
+    sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # as for `python script.py`: the script's folder
+    runpy.run_path(argv[0], run_name="__main__")
+
+
+def worker_bootstrap() -> str:
+    """The ``python -c`` program every started process runs: :func:`worker_main`'s own source, then a call."""
+    import inspect
+    import textwrap
+
+    return textwrap.dedent(inspect.getsource(worker_main)) + "\nworker_main()\n"
 
 
 @contextlib.contextmanager
@@ -158,6 +238,25 @@ def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
         yield
     finally:
         api.LocalElasticAgent = base  # type: ignore[misc]
+
+
+def signal_stop_status(failures: dict[int, Any]) -> int | None:
+    """``128 + signal`` when every failed process stopped on a signal the ember way (``SignalExit`` after a
+    SIGTERM, or Ctrl-C's ``KeyboardInterrupt``), else None: a failure to report."""
+    import signal
+
+    codes = set()
+    for failure in failures.values():
+        message = failure.message
+        error = str(message.get("message", "")) if isinstance(message, dict) else ""
+        if failure.exitcode == -int(signal.SIGINT) or error.startswith("KeyboardInterrupt"):
+            codes.add(128 + int(signal.SIGINT))
+        elif error.startswith("SignalExit: ") and error[len("SignalExit: "):].strip().isdigit():
+            # its status is in the message: the process may have been sent the agent's SIGTERM while exiting
+            codes.add(int(error[len("SignalExit: "):]))
+        else:
+            return None
+    return max(codes) if codes else None
 
 
 def _ember_info(failure: Any) -> dict:

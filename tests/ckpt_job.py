@@ -81,7 +81,7 @@ class Killer:
         self.saves = 0
 
     def on_train_batch_start(self, trainer: Any, batch_idx: int) -> None:
-        if self.point == "batch" and trainer._loops._batches_seen == self.at:
+        if self.point == "batch" and trainer.loop.progress.batches_seen == self.at:
             os.kill(os.getpid(), self.signum)
 
     @ember.hookimpl(wrapper=True)

@@ -425,7 +425,7 @@ def test_every_on_exception_runs_even_when_one_raises(caplog: pytest.LogCaptureF
     assert "handler broke" in caplog.text
 
 
-def test_keyboard_interrupt_ends_the_run_cleanly() -> None:
+def test_keyboard_interrupt_runs_on_exception_and_teardown_then_propagates() -> None:
     calls: list[str] = []
 
     class Interrupts(TinyClassifier):
@@ -441,7 +441,8 @@ def test_keyboard_interrupt_ends_the_run_cleanly() -> None:
             calls.append(f"teardown {stage}")
 
     trainer = ember.Trainer(**QUIET, max_epochs=3, num_sanity_val_steps=0)
-    assert trainer.fit(Interrupts(), train_loader()) is None
+    with pytest.raises(KeyboardInterrupt):  # one meaning of Ctrl-C: the script stops (design.md section 5)
+        trainer.fit(Interrupts(), train_loader())
     assert calls == ["KeyboardInterrupt", "teardown fit"]
     assert trainer.interrupted and trainer.state["status"] == "interrupted"
     assert trainer.global_step == 1 and trainer.current_epoch == 0

@@ -44,7 +44,7 @@ def data() -> DataLoader:
     return DataLoader(tiny_dataset(40), batch_size=4, shuffle=True)
 
 
-def test_sigint_saves_after_the_batch_and_exits_130(tmp_path: Path) -> None:
+def test_sigint_saves_after_the_batch_and_raises_keyboard_interrupt(tmp_path: Path) -> None:
     torn = []
 
     class Teardown:
@@ -53,10 +53,10 @@ def test_sigint_saves_after_the_batch_and_exits_130(tmp_path: Path) -> None:
 
     before = signal.getsignal(signal.SIGINT)
     trainer = make(tmp_path, SendAt(13, lambda t: os.kill(os.getpid(), signal.SIGINT)), Teardown())
-    with pytest.raises(SignalExit) as info:
-        trainer.fit(TinyClassifier(), data())
-    assert info.value.code == 130 == exit_code(signal.SIGINT)
-    assert isinstance(info.value, SystemExit)
+    model = TinyClassifier()
+    with pytest.raises(KeyboardInterrupt) as info:
+        trainer.fit(model, data())
+    assert type(info.value) is KeyboardInterrupt and exit_code(signal.SIGINT) == 130
     last = tmp_path / "checkpoints" / "last.ckpt"
     assert info.value.checkpoint_path == str(last)
     progress = safe_load(str(last))["loops"]["fit"]
@@ -65,6 +65,8 @@ def test_sigint_saves_after_the_batch_and_exits_130(tmp_path: Path) -> None:
     assert trainer.interrupted and trainer.state["status"] == "interrupted"
     assert torn == ["fit"]
     assert signal.getsignal(signal.SIGINT) is before  # handlers put back
+    saved = safe_load(str(last))["state_dict"]  # the weights stay in memory, as saved
+    assert all(torch.equal(saved[k], v) for k, v in model.state_dict().items())
 
 
 def test_resume_after_sigterm_is_exact(tmp_path: Path) -> None:
@@ -115,7 +117,9 @@ def test_second_sigint_interrupts_at_once(tmp_path: Path) -> None:
         os.kill(os.getpid(), signal.SIGINT)
 
     trainer = make(tmp_path, SendAt(3, twice))
-    trainer.fit(TinyClassifier(), data())  # KeyboardInterrupt ends the run cleanly, as before
+    with pytest.raises(KeyboardInterrupt) as info:
+        trainer.fit(TinyClassifier(), data())
+    assert not hasattr(info.value, "checkpoint_path")  # raised at once, not at a safe point
     assert trainer.interrupted
     assert not (tmp_path / "checkpoints" / "last.ckpt").exists()
 
@@ -131,7 +135,7 @@ def test_signal_after_the_last_safe_point_still_saves_and_exits(tmp_path: Path) 
     assert safe_load(str(tmp_path / "checkpoints" / "last.ckpt"))["global_step"] == 10
 
 
-def test_no_handlers_without_checkpointing_or_off_the_main_thread(tmp_path: Path) -> None:
+def test_handlers_with_or_without_checkpointing_but_not_off_the_main_thread(tmp_path: Path) -> None:
     seen = []
 
     class Probe:
@@ -144,8 +148,24 @@ def test_no_handlers_without_checkpointing_or_off_the_main_thread(tmp_path: Path
     thread.join()
     make(tmp_path, Probe(), max_epochs=1).fit(TinyClassifier(), data())
     default = signal.getsignal(signal.SIGTERM)
-    assert seen[0] is default and seen[1] is default
-    assert seen[2] is not default
+    assert seen[1] is default
+    assert seen[0] is not default and seen[2] is not default
+
+
+def test_ctrl_c_without_checkpointing_still_stops_and_raises(tmp_path: Path) -> None:
+    events = []
+
+    class OnException:
+        def on_exception(self, exception: BaseException) -> None:
+            events.append(type(exception).__name__)
+
+    trainer = make(tmp_path, SendAt(5, lambda t: os.kill(os.getpid(), signal.SIGINT)), OnException(),
+                   enable_checkpointing=False)
+    with pytest.raises(KeyboardInterrupt) as info:
+        trainer.fit(TinyClassifier(), data())
+    assert info.value.checkpoint_path is None  # type: ignore[attr-defined]
+    assert events == ["KeyboardInterrupt"] and trainer.global_step == 6  # the batch in flight finished
+    assert not (tmp_path / "checkpoints").exists()
 
 
 def test_a_stop_writes_every_last_checkpoint_and_last_reads_the_newest(tmp_path: Path) -> None:
@@ -186,7 +206,7 @@ def test_processes_agree_on_stopping_every_few_batches(tmp_path: Path) -> None:
         @ember.hookimpl
         def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
             decisions.append(decision)
-            return decision or (not all and trainer._loops._batches_seen > 3)
+            return decision or (not all and trainer.loop.progress.batches_seen > 3)
 
     with pytest.raises(SignalExit) as info:
         make(tmp_path, TwoProcesses()).fit(TinyClassifier(), data())

@@ -43,7 +43,8 @@ event)::
 
 ``validate``/``test``/``predict`` run ``setup(stage)``, the evaluation run for that stage, and
 ``teardown(stage)``. On an exception anywhere in a run, ``on_exception`` runs and the exception propagates
-(a ``KeyboardInterrupt`` ends the run cleanly after ``on_exception``); ``teardown`` runs in every case.
+(``KeyboardInterrupt`` too: Ctrl-C during a fit first stops at the next safe point, see
+``ember.core.signals``); ``teardown`` runs in every case.
 """
 
 from __future__ import annotations
@@ -545,7 +546,7 @@ def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> Non
     """Called once when a run raises (``KeyboardInterrupt`` included), on the rank that raised.
 
     Every implementation runs even if an earlier one raises; the original exception then propagates
-    (a ``KeyboardInterrupt`` ends the run cleanly instead). ``teardown`` follows.
+    (a ``KeyboardInterrupt`` too). ``teardown`` follows.
 
     :param trainer: the running trainer.
     :param module: the user's module.
@@ -557,8 +558,10 @@ def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> Non
 def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
     """Add to a checkpoint before it is written; called once per save on every rank.
 
-    Store a plugin's own state under ``checkpoint["plugins"][identity]``; values must be tensors or plain
-    containers of numbers and strings (checkpoints load with ``weights_only=True``).
+    For changing the checkpoint itself; a plugin's own state goes through its ``state_dict()`` and
+    ``load_state_dict(state)`` methods instead, which ember calls once per save and once per resume (kept
+    under ``checkpoint["plugins"][state_key or identity]``). Values must be tensors or plain containers of
+    numbers and strings (checkpoints load with ``weights_only=True``).
 
     :param trainer: the running trainer.
     :param module: the user's module.

@@ -4,7 +4,8 @@ Lightning's ``ModelCheckpoint`` arguments and behaviour, with two differences (d
 ``save_last`` defaults to True, so ``trainer.fit(..., ckpt_path="last")`` always finds the newest state, and
 ``last.ckpt`` is overwritten in place rather than versioned (``last-v1.ckpt``). Every file is written
 atomically by the checkpoint-storage plugin, and a file that leaves the top k is removed only after its
-replacement is complete.
+replacement is complete. It deletes only files it wrote (or the run it continues wrote) in its own directory,
+never the file the run resumed from: a run resumed from another run's checkpoint leaves that run's files alone.
 
 When it saves:
 
@@ -130,6 +131,8 @@ class ModelCheckpoint:
         self._last_time_checked: float | None = None
         self._validation_ran = False
         self._resumed = False
+        #: Files this run wrote (or the run it continues wrote, in the same directory): the only ones it deletes.
+        self._owned: set[str] = set()
         if not self.every_n_train_steps and self.train_time_interval is None:
             # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
             self.on_train_batch_end = None  # type: ignore[method-assign,assignment]
@@ -215,6 +218,7 @@ class ModelCheckpoint:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._resumed = True
+        self._owned = set()
         self._last_global_step_saved = state.get("last_global_step_saved", self._last_global_step_saved)
         self._validation_ran = state.get("validation_ran", False)
         since = state.get("seconds_since_time_check")
@@ -232,6 +236,8 @@ class ModelCheckpoint:
         self.kth_best_model_path = state.get("kth_best_model_path", "")
         self.kth_value = state.get("kth_value", self.kth_value)
         self.last_model_path = state.get("last_model_path", "")
+        # the interrupted run this one continues, in the same directory, wrote these
+        self._owned = {p for p in (*self.best_k_models, self.best_model_path, self.last_model_path) if p}
 
     # -- deciding --------------------------------------------------------------------------------------
     def _skip(self, trainer: Any) -> bool:
@@ -270,7 +276,7 @@ class ModelCheckpoint:
             previous, self.best_model_path = self.best_model_path, path
             self._save(trainer, path)
             if self.save_top_k == 1 and previous and previous != path:
-                trainer.remove_checkpoint(previous)
+                self._remove(trainer, previous)
             return
         if self.monitor not in candidates:
             message = (f"ModelCheckpoint(monitor={self.monitor!r}) could not find {self.monitor!r} among the logged "
@@ -319,7 +325,7 @@ class ModelCheckpoint:
                      trainer.global_step, self.monitor, current, self.best_model_score, path, k)
         self._save(trainer, path)
         if removed is not None and removed != path:
-            trainer.remove_checkpoint(removed)
+            self._remove(trainer, removed)
 
     def _save_last(self, trainer: Any, candidates: dict[str, Any]) -> None:
         if not self.save_last:
@@ -328,12 +334,35 @@ class ModelCheckpoint:
         previous, self.last_model_path = self.last_model_path, path
         self._save(trainer, path)
         if previous and previous != path:  # a templated last name moved on
-            trainer.remove_checkpoint(previous)
+            self._remove(trainer, previous)
 
     def _save(self, trainer: Any, path: str) -> None:
         # Book-keeping first: the state stored inside this very checkpoint must include this save.
         self._last_global_step_saved = trainer.global_step
+        self._owned.add(path)
         trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+
+    def _remove(self, trainer: Any, path: str) -> None:
+        """Delete ``path`` if it is this run's to delete: a file this run wrote in its own directory, and not the
+        file the run resumed from. Anything else stays (it is dropped from the ranking only)."""
+        reason = self._not_ours(trainer, path)
+        if reason:
+            log.info("ModelCheckpoint: keeping %s (%s)", path, reason)
+            return
+        self._owned.discard(path)
+        trainer.remove_checkpoint(path)
+
+    def _not_ours(self, trainer: Any, path: str) -> str:
+        real = os.path.realpath(path)
+        folder = os.path.realpath(self.dirpath) if self.dirpath else None
+        if folder is None or os.path.dirname(real) != folder:
+            return f"it is outside this callback's directory {self.dirpath}"
+        resumed = getattr(trainer, "ckpt_path", None)
+        if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == real:
+            return "the run resumed from it"
+        if path not in self._owned:
+            return "this run did not write it"
+        return ""
 
     # -- file names ------------------------------------------------------------------------------------
     def format_checkpoint_name(self, metrics: dict[str, Any], filename: str | None = None,
