@@ -104,4 +104,13 @@ def _emit(hook: Any, kw: dict[str, Any]) -> None:
 
 
 def _grad_context(inference_mode: bool) -> contextlib.AbstractContextManager:
-    return torch.inference_mode() if inference_mode else torch.no_grad()
+    return torch.inference_mode() if inference_mode and not _gloo_process_group() else torch.no_grad()
+
+
+def _gloo_process_group() -> bool:
+    """gloo fills a collective's output tensors outside inference mode, which torch refuses for tensors made in
+    it (torchmetrics' syncs, ``sync_dist``); so under a gloo process group evaluation runs under ``no_grad``, as
+    in Lightning."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo"

@@ -174,6 +174,12 @@ class FSDPStrategy(ProcessGroupStrategy):
         if stage == "train" and trainer.config.accumulate_grad_batches > 1 and hasattr(module, "set_requires_gradient_sync"):
             # Gradients of the micro-batches before a window's last stay unsharded and local.
             module.set_requires_gradient_sync(not accumulating(trainer, module, batch_idx))
+        if stage != "train" and torch.is_inference_mode_enabled():
+            # fully_shard gathers parameters into buffers it keeps and refills in place on the next forward; made
+            # under inference mode (evaluation's default) they would refuse the training step's refill. So the
+            # evaluation steps of a sharded model run under no_grad instead (same results, no gradients).
+            with torch.inference_mode(False), torch.no_grad():
+                return (yield)
         return (yield)
 
     # -- checkpoints -----------------------------------------------------------------------------------------
