@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core import seed
 from ember.core.checkpoint import FitProgress
 from ember.core.errors import ConfigurationError
 from ember.core.optim import parse_optimizers
@@ -93,8 +93,7 @@ class Loops:
         if h.setup_environment is not None:
             h.setup_environment(trainer=t)
         if cfg.deterministic:
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True, warn_only=cfg.deterministic == "warn")
+            seed.use_deterministic(t, cfg.deterministic)  # put back when the run ends
         if cfg.benchmark is not None:
             torch.backends.cudnn.benchmark = cfg.benchmark
         t.root_device = h.root_device(trainer=t)
@@ -147,7 +146,7 @@ class Loops:
         out = []
         for loader in items:
             processed = t.hook.process_dataloader(trainer=t, dataloader=loader, stage=stage)
-            out.append(loader if processed is None else processed)
+            out.append(seed.seed_workers(loader if processed is None else processed, t.global_rank, t))
         return out
 
     def num_batches(self, stage: str, loader: Any) -> float:
