@@ -111,7 +111,7 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
             except TypeError as exc:  # needs arguments: list its hooks from an uninitialised instance
                 plugin = cls.__new__(cls)
                 note = f"configure it before use ({exc})"
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:  # a plugin must not end `ember plugins`
                 raise info._failed(exc) from exc
         hooks = _hooks_of(identity, plugin, info.dist)
     except PluginError as exc:

@@ -81,7 +81,7 @@ class Killer:
         self.saves = 0
 
     def on_train_batch_start(self, trainer: Any, batch_idx: int) -> None:
-        if self.point == "batch" and trainer._loops._batches_seen == self.at:
+        if self.point == "batch" and trainer.loop.progress.batches_seen == self.at:
             os.kill(os.getpid(), self.signum)
 
     @ember.hookimpl(wrapper=True)
@@ -127,7 +127,7 @@ def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_
                  ModelCheckpoint(dirpath=os.path.join(out, "best"), monitor="val_loss", save_top_k=2,
                                  save_last=False, filename="{epoch}-{val_loss:.4f}")]
     plugins = [Killer(kill, at, signum)] if kill else []
-    trainer = ember.Trainer(max_epochs=max_epochs, precision=precision, accumulate_grad_batches=2,
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=max_epochs, precision=precision, accumulate_grad_batches=2,
                             callbacks=callbacks, plugins=plugins, default_root_dir=out, num_sanity_val_steps=1,
                             logger=False, enable_progress_bar=False, enable_model_summary=False,
                             val_check_interval=4, log_every_n_steps=1)

@@ -26,7 +26,7 @@ from ember.plugins.callbacks import (
 from ember.plugins.callbacks.model_summary import summarize
 from ember.testing import TinyClassifier, tiny_loaders
 
-QUIET = {"num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu", "num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 # -- learning-rate monitor ---------------------------------------------------------------------------------
@@ -93,12 +93,13 @@ def test_model_summary_counts_and_prints(capsys):
 
 
 def test_model_summary_flag_and_replacement(capsys):
-    assert not any(isinstance(c, ModelSummary) for c in ember.Trainer(enable_model_summary=False).callbacks)
+    trainer = ember.Trainer(accelerator="cpu", enable_model_summary=False)
+    assert not any(isinstance(c, ModelSummary) for c in trainer.callbacks)
     deep = ModelSummary(max_depth=2)
-    trainer = ember.Trainer(callbacks=[deep])
+    trainer = ember.Trainer(accelerator="cpu", callbacks=[deep])
     assert [c for c in trainer.callbacks if isinstance(c, ModelSummary)] == [deep]
     with pytest.raises(ember.ConfigurationError, match="enable_model_summary=False"):
-        ember.Trainer(enable_model_summary=False, callbacks=[deep])
+        ember.Trainer(accelerator="cpu", enable_model_summary=False, callbacks=[deep])
 
 
 # -- timer / max_time --------------------------------------------------------------------------------------
@@ -109,18 +110,18 @@ def test_model_summary_flag_and_replacement(capsys):
 ])
 def test_max_time_spellings(value, seconds):
     assert parse_duration(value).total_seconds() == seconds
-    timers = [c for c in ember.Trainer(max_time=value).callbacks if isinstance(c, Timer)]
+    timers = [c for c in ember.Trainer(accelerator="cpu", max_time=value).callbacks if isinstance(c, Timer)]
     assert len(timers) == 1
 
 
 @pytest.mark.parametrize("value", ["1 hour", {"hour": 1}, -5, True])
 def test_max_time_errors_name_the_argument(value):
     with pytest.raises(ember.ConfigurationError, match="max_time"):
-        ember.Trainer(max_time=value)
+        ember.Trainer(accelerator="cpu", max_time=value)
 
 
 def test_no_timer_without_max_time():
-    assert not any(isinstance(c, Timer) for c in ember.Trainer().callbacks)
+    assert not any(isinstance(c, Timer) for c in ember.Trainer(accelerator="cpu").callbacks)
 
 
 def test_max_time_stops_training_mid_epoch():

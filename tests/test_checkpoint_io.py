@@ -19,7 +19,8 @@ from ember.testing import TinyClassifier, tiny_loaders
 MARKER_ENV = "EMBER_TEST_MARKER"
 
 #: No progress bar, model summary or logger files: only what the test is about.
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 
@@ -251,7 +252,7 @@ def test_storage_plugin_is_a_selectable_role(tmp_path: Path) -> None:
     assert trainer.role_identities["checkpoint_io"] == "checkpoint_io.recording"
     assert writes == ["epoch=0-step=2.ckpt", "last.ckpt", "epoch=1-step=4.ckpt", "last.ckpt"]
     with pytest.raises(ember.UnknownPluginError, match="unknown checkpoint_io 'tensorstore'.*torch"):
-        ember.Trainer(checkpoint_io="tensorstore")
+        ember.Trainer(accelerator="cpu", checkpoint_io="tensorstore")
 
 
 def test_legacy_torch_format_is_refused_clearly(tmp_path: Path) -> None:

@@ -132,9 +132,9 @@ def test_ddp_with_one_process_runs_in_this_process(tmp_path: object) -> None:
 
 
 def test_auto_picks_ddp_for_several_devices_and_single_device_for_one() -> None:
-    assert ember.Trainer(devices=2).role_identities["strategy"] == "strategy.ddp"
-    assert ember.Trainer().role_identities["strategy"] == "strategy.single_device"
-    assert ember.Trainer(devices=2).role_identities["environment"] == "environment.local"
+    assert ember.Trainer(accelerator="cpu", devices=2).role_identities["strategy"] == "strategy.ddp"
+    assert ember.Trainer(accelerator="cpu").role_identities["strategy"] == "strategy.single_device"
+    assert ember.Trainer(accelerator="cpu", devices=2).role_identities["environment"] == "environment.local"
 
 
 def test_launching_from_pytest_is_refused_with_a_way_out(tmp_path: object) -> None:

@@ -1,4 +1,5 @@
-"""Accelerators. The CUDA and MPS tests run where that hardware is present and skip cleanly elsewhere."""
+"""Accelerators. Tests about device behaviour run on every accelerator (parametrized): the CPU always, CUDA and
+MPS where that hardware is present (they skip cleanly elsewhere)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 needs_mps = pytest.mark.skipif(not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
                                reason="needs an Apple MPS device")
+CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, needs_cuda])
+#: Every accelerator a device test runs on; the ones that are not present skip.
+ACCELERATORS = ["cpu", CUDA, pytest.param("mps", marks=[pytest.mark.mps, needs_mps])]
 
 
 class Where(TinyClassifier):
@@ -44,7 +48,8 @@ def loader() -> DataLoader:
 
 
 def fit(model: Any, **kwargs: Any) -> ember.Trainer:
-    trainer = ember.Trainer(**QUIET, max_epochs=2, num_sanity_val_steps=0, **kwargs)
+    """Two epochs; ``kwargs`` override any default (the accelerator has none here: each test names it)."""
+    trainer = ember.Trainer(**{**QUIET, "max_epochs": 2, "num_sanity_val_steps": 0, **kwargs})
     trainer.fit(model, loader(), DataLoader(tiny_dataset(n=16), batch_size=8))
     return trainer
 
@@ -53,7 +58,7 @@ def changed(model: torch.nn.Module, before: dict[str, torch.Tensor]) -> bool:
     return any(not torch.equal(before[k], v.detach().cpu().to(before[k].dtype)) for k, v in model.state_dict().items())
 
 
-# -- everywhere ---------------------------------------------------------------------------------------------------
+# -- every accelerator --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the choice made without a GPU")
@@ -62,13 +67,51 @@ def test_auto_picks_the_cpu_without_a_gpu() -> None:
     assert trainer.role_identities["accelerator"] == "accelerator.cpu"
 
 
-def test_cpu_accelerator_trains_on_the_cpu() -> None:
+@pytest.mark.cuda
+@needs_cuda
+def test_auto_picks_cuda_when_a_gpu_is_there() -> None:
+    trainer = ember.Trainer(**QUIET, accelerator="auto")
+    assert trainer.role_identities["accelerator"] == "accelerator.cuda"
+    assert trainer.root_device == torch.device("cuda", 0)
+
+
+@pytest.mark.parametrize("accelerator", ACCELERATORS)
+def test_the_accelerator_trains_validates_and_predicts_on_its_device(accelerator: str) -> None:
     model = Where()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    trainer = fit(model, accelerator="cpu")
-    assert trainer.root_device == torch.device("cpu")
-    assert model.batch_devices == model.param_devices == {"cpu"}
+    trainer = fit(model, accelerator=accelerator)
+    assert trainer.role_identities["accelerator"] == f"accelerator.{accelerator}"
+    assert trainer.root_device.type == accelerator
+    assert model.batch_devices == {accelerator} and model.param_devices == {accelerator}
+    assert model.device.type == accelerator
     assert changed(model, before)
+    out = trainer.validate(model, DataLoader(tiny_dataset(n=16), batch_size=8), verbose=False)
+    assert 0.0 <= out[0]["val_acc"] <= 1.0
+    predictions = trainer.predict(model, DataLoader(tiny_dataset(n=16), batch_size=8))
+    assert len(predictions) == 2 and all(p.device.type == accelerator for p in predictions)
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", CUDA])
+def test_bf16_mixed_runs_matmuls_in_bfloat16_with_float32_weights(accelerator: str) -> None:
+    model = Where()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fit(model, accelerator=accelerator, precision="bf16-mixed")
+    assert model.matmul_dtypes == {torch.bfloat16}
+    assert model.param_dtypes == {torch.float32} and model.batch_devices == {accelerator}
+    assert all(p.dtype == torch.float32 and p.device.type == accelerator for p in model.parameters())
+    assert changed(model, before)
+    assert not torch.is_autocast_enabled(accelerator)
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", CUDA])
+def test_bf16_true_keeps_weights_and_inputs_in_bfloat16(accelerator: str) -> None:
+    model = Where()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    fit(model, accelerator=accelerator, precision="bf16-true")
+    assert model.param_dtypes == {torch.bfloat16} and model.matmul_dtypes == {torch.bfloat16}
+    assert model.batch_devices == model.param_devices == {accelerator}
+    assert changed(model, before)
+    assert torch.get_default_dtype() == torch.float32  # put back after the run
 
 
 @pytest.mark.parametrize(("devices", "local_rank", "index"), [("auto", 0, 0), ("auto", 3, 3), ([2, 5], 1, 5),
@@ -80,25 +123,7 @@ def test_the_device_index_of_a_process(devices: Any, local_rank: int, index: int
     assert device_index(trainer) == index
 
 
-# -- CUDA ---------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.cuda
-@needs_cuda
-@pytest.mark.parametrize("accelerator", ["cuda", "auto"])
-def test_cuda_accelerator_trains_with_batches_on_the_gpu(accelerator: str) -> None:
-    model = Where()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    trainer = fit(model, accelerator=accelerator)
-    assert trainer.role_identities["accelerator"] == "accelerator.cuda"
-    assert trainer.root_device == torch.device("cuda", 0)
-    assert model.batch_devices == {"cuda"} and model.param_devices == {"cuda"}
-    assert model.device.type == "cuda"
-    assert changed(model, before)
-    out = trainer.validate(model, DataLoader(tiny_dataset(n=16), batch_size=8), verbose=False)
-    assert 0.0 <= out[0]["val_acc"] <= 1.0
-    predictions = trainer.predict(model, DataLoader(tiny_dataset(n=16), batch_size=8))
-    assert all(p.device.type == "cuda" for p in predictions)
+# -- CUDA only -----------------------------------------------------------------------------------------------------
 
 
 class ScaleSpy:
@@ -139,18 +164,67 @@ def test_16_mixed_on_cuda_scales_with_a_grad_scaler() -> None:
     torch.testing.assert_close(after_backward, before_step * scale, rtol=1e-3, atol=1e-6)
 
 
+class SeesBatches(Where):
+    """Keeps a CPU copy of every training batch, as the step saw it on the device."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.append(batch[0].cpu())
+        return super().training_step(batch, batch_idx)
+
+
 @pytest.mark.cuda
 @needs_cuda
-def test_bf16_mixed_on_cuda() -> None:
-    model = Where()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    fit(model, accelerator="cuda", precision="bf16-mixed")
-    assert model.matmul_dtypes == {torch.bfloat16}
-    assert model.param_dtypes == {torch.float32}
+def test_pinned_batches_are_copied_to_the_gpu_without_blocking(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tiny_dataset(n=64)
+    copies: list[tuple[bool, bool]] = []
+    to = torch.Tensor.to
+
+    def spying_to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if self.device.type == "cpu" and self.is_pinned():
+            copies.append((kwargs.get("non_blocking", False), torch.device(args[0] if args else "cpu").type == "cuda"))
+        return to(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", spying_to)
+    model = SeesBatches()
+    trainer = ember.Trainer(**QUIET, accelerator="cuda", max_epochs=1, num_sanity_val_steps=0)
+    trainer.fit(model, DataLoader(data, batch_size=8, pin_memory=True))
+    monkeypatch.undo()
     assert model.batch_devices == {"cuda"}
-    assert all(p.dtype == torch.float32 and p.device.type == "cuda" for p in model.parameters())
-    assert changed(model, before)
-    assert not torch.is_autocast_enabled("cuda")
+    assert len(copies) >= 16 and all(non_blocking and to_gpu for non_blocking, to_gpu in copies)
+    # the asynchronous copies arrived whole: every step saw exactly the rows of its batch
+    torch.testing.assert_close(torch.cat(model.seen), data.tensors[0], rtol=0, atol=0)
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_a_checkpoint_saved_on_the_gpu_loads_and_resumes_on_the_cpu(tmp_path: Any) -> None:
+    from ember.plugins.checkpoint_io.torch_file import safe_load
+
+    model = Where()
+    trainer = ember.Trainer(**{**QUIET, "accelerator": "cuda", "max_epochs": 2, "num_sanity_val_steps": 0,
+                               "default_root_dir": str(tmp_path)})
+    trainer.fit(model, loader())
+    path = trainer.checkpoint_callback.last_model_path or trainer.checkpoint_callback.best_model_path
+    assert path, "the default checkpoint callback wrote no file"
+    trained = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    assert safe_load(path)["state_dict"].keys() == trained.keys()
+
+    loaded = Where.load_from_checkpoint(path)
+    assert {p.device.type for p in loaded.parameters()} == {"cpu"}
+    for key, value in loaded.state_dict().items():
+        torch.testing.assert_close(value, trained[key], rtol=0, atol=0)
+
+    resumed = Where()
+    on_cpu = ember.Trainer(**{**QUIET, "accelerator": "cpu", "max_epochs": 3, "num_sanity_val_steps": 0,
+                              "default_root_dir": str(tmp_path / "cpu")})
+    on_cpu.fit(resumed, loader(), ckpt_path=path)
+    assert on_cpu.current_epoch == 3 and resumed.param_devices == {"cpu"}
+    states = [s for opt in on_cpu.optimizers for s in opt.state.values()]
+    assert all(t.device.type == "cpu" for s in states for t in s.values() if isinstance(t, torch.Tensor))
 
 
 @pytest.mark.cuda
@@ -158,6 +232,7 @@ def test_bf16_mixed_on_cuda() -> None:
 def test_sanity_check_leaves_the_cuda_random_state_untouched() -> None:
     torch.cuda.manual_seed(7)
     state = torch.cuda.get_rng_state()
+    checked: list[bool] = []
 
     class DrawsOnGpu(Where):
         def validation_step(self, batch: Any, batch_idx: int) -> None:
@@ -165,20 +240,7 @@ def test_sanity_check_leaves_the_cuda_random_state_untouched() -> None:
 
     class Check:
         def on_train_start(self) -> None:
-            assert torch.equal(torch.cuda.get_rng_state(), state)
+            checked.append(torch.equal(torch.cuda.get_rng_state(), state))
 
     fit(DrawsOnGpu(), accelerator="cuda", num_sanity_val_steps=1, callbacks=[Check()], max_steps=1)
-
-
-# -- MPS ----------------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.mps
-@needs_mps
-def test_mps_accelerator_trains_with_batches_on_the_device() -> None:
-    model = Where()
-    before = {k: v.clone() for k, v in model.state_dict().items()}
-    trainer = fit(model, accelerator="mps")
-    assert trainer.root_device == torch.device("mps", 0)
-    assert model.batch_devices == {"mps"} and model.param_devices == {"mps"}
-    assert changed(model, before)
+    assert checked == [True]

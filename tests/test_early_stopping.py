@@ -11,7 +11,8 @@ import ember
 from ember.plugins.callbacks import EarlyStopping
 from ember.testing import TinyClassifier, tiny_loaders
 
-ARGS = {"num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+ARGS = {"accelerator": "cpu",
+        "num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 
 class Scripted(TinyClassifier):
@@ -129,4 +130,4 @@ def test_bad_arguments_and_state_round_trip():
 def test_selectable_by_name_with_defaults_needs_arguments():
     # the entry point instantiates with no arguments; EarlyStopping needs a monitor, so the error says so
     with pytest.raises(ember.PluginError, match="monitor"):
-        ember.Trainer(callbacks=["early-stopping"])
+        ember.Trainer(accelerator="cpu", callbacks=["early-stopping"])

@@ -49,7 +49,7 @@ def test_torchrun_variables(no_launcher: pytest.MonkeyPatch) -> None:
     info = torchrun.TorchrunEnvironment().distributed_info()
     assert info == {"global_rank": 3, "local_rank": 1, "node_rank": 1, "world_size": 4, "local_world_size": 2,
                     "num_nodes": 2, "main_address": "10.0.0.1", "main_port": 29511, "launched": True}
-    trainer = ember.Trainer()
+    trainer = ember.Trainer(accelerator="cpu")
     assert trainer.role_identities["environment"] == "environment.torchrun"
     assert trainer.role_identities["strategy"] == "strategy.ddp"
 
@@ -60,16 +60,16 @@ def test_slurm_variables(no_launcher: pytest.MonkeyPatch) -> None:
     info = slurm.SLURMEnvironment().distributed_info()
     assert info == {"global_rank": 2, "local_rank": 0, "node_rank": 1, "world_size": 4, "local_world_size": 2,
                     "num_nodes": 2, "main_address": "gpu003", "main_port": 15000 + 12345 % 20000, "launched": True}
-    assert ember.Trainer().role_identities["environment"] == "environment.slurm"
+    assert ember.Trainer(accelerator="cpu").role_identities["environment"] == "environment.slurm"
     no_launcher.setenv("SLURM_JOB_NAME", "bash")  # an interactive allocation: the shell started this process
     assert not slurm.detected()
-    assert ember.Trainer().role_identities["environment"] == "environment.local"
+    assert ember.Trainer(accelerator="cpu").role_identities["environment"] == "environment.local"
 
 
 def test_torchrun_wins_over_slurm_when_both_are_there(no_launcher: pytest.MonkeyPatch) -> None:
     for k, v in {**SLURM, **TORCHRUN}.items():
         no_launcher.setenv(k, v)
-    assert ember.Trainer().role_identities["environment"] == "environment.torchrun"
+    assert ember.Trainer(accelerator="cpu").role_identities["environment"] == "environment.torchrun"
 
 
 @pytest.mark.parametrize(("nodelist", "host"), [("gpu[003-005,9],cpu1", "gpu003"), ("node7", "node7"),
@@ -92,16 +92,16 @@ def test_local_alone_and_started_by_hand(no_launcher: pytest.MonkeyPatch) -> Non
 
 def test_naming_an_environment_that_is_not_there_says_how_to_start_it() -> None:
     with pytest.raises(ember.ConfigurationError, match="not started by torchrun.*ember run"):
-        ember.Trainer(environment="torchrun")
+        ember.Trainer(accelerator="cpu", environment="torchrun")
     with pytest.raises(ember.UnknownPluginError, match="local, slurm, torchrun"):
-        ember.Trainer(environment="kubernetes")
+        ember.Trainer(accelerator="cpu", environment="kubernetes")
 
 
 def test_devices_that_disagree_with_the_launcher_are_refused(no_launcher: pytest.MonkeyPatch) -> None:
     for k, v in {**TORCHRUN, "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0",
                  "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1"}.items():
         no_launcher.setenv(k, v)
-    trainer = ember.Trainer(strategy="ddp", devices=2, max_epochs=1)
+    trainer = ember.Trainer(accelerator="cpu", strategy="ddp", devices=2, max_epochs=1)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 8), torch.zeros(4).long()))
     with pytest.raises(ember.ConfigurationError, match="asks for 2 processes per node, but the launcher started 1"):
         trainer.fit(TinyClassifier(), data)
@@ -129,8 +129,8 @@ def test_ddp_options_are_checked_against_distributed_data_parallel() -> None:
 
 
 def test_ddp_options_reach_the_wrapper() -> None:
-    trainer = ember.Trainer(strategy=DDPStrategy(find_unused_parameters=True), devices=1, max_epochs=1,
-                            num_sanity_val_steps=0)
+    trainer = ember.Trainer(accelerator="cpu", strategy=DDPStrategy(find_unused_parameters=True), devices=1,
+                            max_epochs=1, num_sanity_val_steps=0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 8), torch.zeros(4).long()))
     trainer.fit(TinyClassifier(), data)
     assert trainer.model.find_unused_parameters is True
@@ -216,8 +216,8 @@ def test_slurms_warning_signal_checkpoints_stops_and_requeues(tmp_path: Any, fak
                 os.kill(os.getpid(), signal.SIGUSR1)
 
     previous = signal.getsignal(signal.SIGUSR1)
-    trainer = ember.Trainer(max_epochs=5, num_sanity_val_steps=0, enable_progress_bar=False, logger=False,
-                            default_root_dir=str(tmp_path), callbacks=[WarnAtStep3()])
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=5, num_sanity_val_steps=0, enable_progress_bar=False,
+                            logger=False, default_root_dir=str(tmp_path), callbacks=[WarnAtStep3()])
     assert trainer.role_identities["environment"] == "environment.slurm"
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(32, 8), torch.zeros(32).long()),
                                        batch_size=4)

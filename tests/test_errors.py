@@ -12,7 +12,7 @@ import ember
 from ember.testing import TinyClassifier, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 
 def train_loader() -> Any:
@@ -41,7 +41,7 @@ def fit(model: Any = None, **kwargs: Any) -> ember.Trainer:
 def test_unknown_plugin_name_lists_the_available_ones_and_the_closest(
         kwargs: dict[str, str], role: str, available: list[str], closest: str) -> None:
     with pytest.raises(ember.UnknownPluginError) as info:
-        ember.Trainer(**QUIET, **kwargs)
+        ember.Trainer(**{**QUIET, **kwargs})
     message = str(info.value)
     (name,) = kwargs.values()
     assert f"unknown {role} {name!r}" in message
@@ -60,13 +60,13 @@ def test_unknown_name_without_a_close_match_lists_without_guessing() -> None:
 
 def test_unknown_plugin_error_is_a_lookup_error_and_a_plugin_error() -> None:
     with pytest.raises(LookupError):
-        ember.Trainer(**QUIET, accelerator="tpu")
+        ember.Trainer(**dict(QUIET, accelerator="tpu"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message shown without a CUDA device")
 def test_cuda_without_a_device_says_so() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"accelerator='cuda'.*no CUDA device.*'cpu' or 'auto'"):
-        ember.Trainer(**QUIET, accelerator="cuda")
+        ember.Trainer(**dict(QUIET, accelerator="cuda"))
 
 
 def test_several_devices_with_the_single_device_strategy() -> None:
@@ -325,7 +325,7 @@ def test_automatic_only_arguments_with_manual_optimization(kwargs: dict[str, Any
 )
 def test_invalid_trainer_values_name_argument_value_and_what_is_allowed(kwargs: dict[str, Any], allowed: str) -> None:
     with pytest.raises(ember.ConfigurationError) as info:
-        ember.Trainer(**QUIET, **kwargs)
+        ember.Trainer(**{**QUIET, **kwargs})
     message = str(info.value)
     assert allowed in message
     name, value = next((k, v) for k, v in kwargs.items() if k != "val_check_interval" or len(kwargs) == 1)
@@ -355,7 +355,7 @@ def test_a_plugin_of_another_role() -> None:
         role = "precision"
 
     with pytest.raises(ember.ConfigurationError, match=r"that plugin's role is 'precision', not 'accelerator'"):
-        ember.Trainer(**QUIET, accelerator=Precision())
+        ember.Trainer(**dict(QUIET, accelerator=Precision()))
 
 
 def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
@@ -371,9 +371,10 @@ def test_two_plugins_of_one_role_or_a_conflicting_name() -> None:
 
 
 def test_none_means_the_default_as_in_lightning() -> None:
-    trainer = ember.Trainer(**QUIET, precision=None, accelerator=None, strategy=None, environment=None, callbacks=None,
-                            plugins=None, checkpoint_io=None)
-    assert trainer.role_identities == {"accelerator": "accelerator.cpu", "strategy": "strategy.single_device",
+    trainer = ember.Trainer(**dict(QUIET, accelerator=None), precision=None, strategy=None, environment=None,
+                            callbacks=None, plugins=None, checkpoint_io=None)
+    auto = "accelerator.cuda" if torch.cuda.is_available() else "accelerator.cpu"  # None is "auto"
+    assert trainer.role_identities == {"accelerator": auto, "strategy": "strategy.single_device",
                                        "precision": "precision.32-true", "environment": "environment.local",
                                        "checkpoint_io": "checkpoint_io.torch"}
 
@@ -383,7 +384,7 @@ def test_none_means_the_default_as_in_lightning() -> None:
                                                 ("gradient_clipping", None), ("precission", "precision")])
 def test_unknown_trainer_arguments(given: str, closest: str | None) -> None:
     with pytest.raises(ember.ConfigurationError) as info:
-        ember.Trainer(**QUIET, **{given: 1})
+        ember.Trainer(**{**QUIET, given: 1})
     message = str(info.value)
     assert f"Trainer() got an unknown argument {given!r}." in message
     assert "Valid arguments: accelerator, strategy, devices" in message

@@ -130,7 +130,7 @@ def test_meta_built_layers_without_reset_parameters_are_refused() -> None:
         def configure_optimizers(self) -> torch.optim.Optimizer:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    trainer = ember.Trainer(strategy="fsdp", devices=1, max_epochs=1, num_sanity_val_steps=0)
+    trainer = ember.Trainer(accelerator="cpu", strategy="fsdp", devices=1, max_epochs=1, num_sanity_val_steps=0)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(4, 4)), batch_size=2)
     with pytest.raises(ember.ConfigurationError, match="Scale on the meta device.*reset_parameters"):
         trainer.fit(Late(), data)

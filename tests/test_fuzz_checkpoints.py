@@ -27,7 +27,8 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.plugins.strategies import sharded_checkpoint
 from ember.testing import TinyClassifier, tiny_loaders
 
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
          "enable_checkpointing": False}
 TRIED: dict[str, int] = {}
 

@@ -8,6 +8,11 @@ step that is not a logging step. Skipped without a GPU.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -65,3 +70,18 @@ def test_default_configuration_syncs_only_at_the_logging_interval(tmp_path: Any,
     assert trainer.global_step == 600
     assert guard.checked >= 600 - 600 // EVERY - 2
     assert torch.isfinite(trainer.callback_metrics["train_loss_epoch"])
+
+
+def test_the_gpu_benchmark_smoke_run(tmp_path: Any) -> None:
+    """``python -m benchmarks --quick --only gpu`` runs the transformer on the GPU and reports tokens/s."""
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "gpu", "--loops", "ember",
+                           "ember+defaults", "--json", str(out)], cwd=root, env=dict(os.environ, PYTHONPATH=str(root)),
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "GPU: skipped" not in proc.stdout and "tokens/s" in proc.stdout
+    (group,) = json.loads(out.read_text())["groups"]
+    assert group["title"].startswith("GPU: ")
+    assert set(group["loops"]) == {"ember", "ember+defaults"}
+    assert all(len(loop["times"]) == 2 and all(t > 0 for t in loop["times"]) for loop in group["loops"].values())

@@ -12,7 +12,8 @@ import ember
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary, logger or checkpoint files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
+QUIET = {"accelerator": "cpu",
+         "enable_progress_bar": False, "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
 
 
 class Recorder(HookRecorder):
@@ -74,7 +75,7 @@ def validation_run(batches: int, in_fit: bool = True) -> list[str]:
 
 def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = Hooked, **data: Any) -> list[str]:
     recorder = Recorder()
-    trainer = ember.Trainer(**QUIET, **trainer_kwargs)
+    trainer = ember.Trainer(**{**QUIET, **trainer_kwargs})
     recorder.attach(trainer)
     model = module_cls(recorder)
     train, val = tiny_loaders(n=32, batch_size=4)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pluggy
 import pytest
+import torch
 
 import ember
 from ember.core.defaults import Defaults
@@ -151,13 +152,60 @@ def test_noop_fallback_alone_is_skipped_but_seen_under_monitoring() -> None:
     pm.register(scaler, name="precision.scaler")
     assert table.unscale_gradients is not None
     pm.unregister(scaler)
-    undo = pm.add_hookcall_monitoring(lambda *a: None, lambda *a: None)
+    seen: list[str] = []
+    undo = pm.add_hookcall_monitoring(lambda name, impls, kwargs: seen.append(name), lambda *a: None)
     try:
-        assert isinstance(table.unscale_gradients, pluggy.HookCaller)  # traced runs show every call
-        assert isinstance(table.optimizer_step, pluggy.HookCaller)
+        assert table.unscale_gradients is not None  # traced runs show every call
+        table.unscale_gradients(trainer=None, optimizer=None)
+        table.optimizer_step(trainer=None, module=None, optimizer=torch.optim.SGD([torch.zeros(1)], lr=0.1))
+        pm.hook.unscale_gradients(trainer=None, optimizer=None)  # a direct pluggy call is monitored as well
     finally:
         undo()
+    assert seen == ["unscale_gradients", "optimizer_step", "unscale_gradients"]
     assert table.unscale_gradients is None
+    assert not pm.monitored
+
+
+def test_monitors_nest_as_in_pluggy_and_may_swap_implementations() -> None:
+    events: list[Any] = []
+
+    def monitor(tag: str) -> Any:
+        def before(name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+            events.append((tag, "before", name, kwargs["optimizer"]))
+            if tag == "outer":  # replace the implementation with a copy that answers differently
+                impls[0] = pluggy.HookImpl(impls[0].plugin, impls[0].plugin_name, lambda optimizer: "swapped",
+                                           impls[0].opts)
+
+        def after(outcome: pluggy.Result, name: str, impls: list[Any], kwargs: dict[str, Any]) -> None:
+            events.append((tag, "after", name, outcome.get_result()))
+
+        return before, after
+
+    for use_table in (False, True):
+        events.clear()
+        pm = _pm(Answer("real", [], "a"))
+        undo_inner = pm.add_hookcall_monitoring(*monitor("inner"))
+        undo_outer = pm.add_hookcall_monitoring(*monitor("outer"))
+        hook = HookTable(pm).optimizer_step if use_table else pm.hook.optimizer_step
+        assert hook(trainer=None, module=None, optimizer="opt") == "swapped"
+        undo_outer()
+        undo_inner()
+        assert events == [("outer", "before", "optimizer_step", "opt"), ("inner", "before", "optimizer_step", "opt"),
+                          ("inner", "after", "optimizer_step", "swapped"),
+                          ("outer", "after", "optimizer_step", "swapped")]
+
+
+def test_call_answers_for_unimplemented_hooks_and_call_each_replaces_implementations() -> None:
+    table = HookTable(_pm())
+    assert table.call("optimizer_step", trainer=None, module=None, optimizer=None) is None  # firstresult
+    assert table.call("on_train_start", trainer=None, module=None) == []
+    with pytest.raises(AttributeError, match="no ember hook named"):
+        table.call("on_train_strat")
+    table = HookTable(_pm(Answer(1, [], "a"), Answer(None, [], "b")))
+    answers = table.call_each("optimizer_step", lambda impl: pluggy.HookImpl(
+        impl.plugin, impl.plugin_name, lambda optimizer: f"{impl.plugin.tag}:{optimizer}", impl.opts),
+        trainer=None, module=None, optimizer="o")
+    assert answers == "b:o"  # the wrapped copies ran, last registered first
 
 
 def _wrapper_plugins(case: str, log: list[str]) -> list[Any]:
@@ -247,14 +295,44 @@ def test_wrapped_event_hook_receives_the_list_of_answers() -> None:
     assert seen == [[-1]] and got == [-1, "wrapped"]
 
 
-def test_old_style_hookwrappers_go_through_pluggy() -> None:
-    class Wraps:
-        @ember.hookimpl(hookwrapper=True)
+def _old_style_plugins(case: str, log: list[str]) -> list[Any]:
+    class Inner:
+        @ember.hookimpl
         def optimizer_step(self) -> Any:
-            yield
+            log.append("inner")
+            if case in ("inner raises", "swallows"):
+                raise ValueError("inner")
+            return "answer"
 
-    pm = _pm(Defaults(), Wraps())
-    assert isinstance(HookTable(pm).optimizer_step, pluggy.HookCaller)
+    class Old:
+        @ember.hookimpl(hookwrapper=True)
+        def optimizer_step(self, optimizer: Any) -> Any:
+            log.append(f"old before {optimizer}")
+            outcome = yield
+            log.append(f"old after {outcome.exception!r}")
+            if case == "replaces":
+                outcome.force_result("replaced")
+            if case == "swallows":
+                outcome.force_result("swallowed")
+
+    return [Inner(), Old()]
+
+
+@pytest.mark.parametrize("case", ["passes", "replaces", "inner raises", "swallows"])
+def test_old_style_hookwrapper_matches_pluggy(case: str) -> None:
+    outcomes = []
+    for use_table in (False, True):
+        log: list[str] = []
+        pm = _pm(*_old_style_plugins(case, log))
+        hook = HookTable(pm).optimizer_step if use_table else pm.hook.optimizer_step
+        if use_table:
+            assert not isinstance(hook, pluggy.HookCaller)
+        try:
+            outcome: Any = ("returned", hook(trainer="t", module="m", optimizer="opt"))
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
+            outcome = ("raised", type(exc).__name__, str(exc))
+        outcomes.append((outcome, log))
+    assert outcomes[1] == outcomes[0]
 
 
 def test_compiled_source_is_inspectable() -> None:
@@ -264,10 +342,26 @@ def test_compiled_source_is_inspectable() -> None:
 
 
 def test_tables_of_finished_runs_are_not_kept_alive() -> None:
-    trainer = ember.Trainer(max_epochs=1)
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=1)
     train, val = tiny_loaders(n=16, batch_size=8)
     model = TinyClassifier()
     for _ in range(3):
         trainer.fit(model, train, val)
     assert len(trainer.plugin_manager._listeners) <= 2
 
+
+
+def test_the_pluggy_api_the_dispatch_reads_is_there() -> None:
+    """ember's dispatch (ember/core/dispatch.py) reads only these public pluggy names; a pluggy release that
+    renames or drops one fails here rather than inside a run."""
+    pm = _pm(Defaults())
+    caller = pm.hook.optimizer_step
+    assert isinstance(caller, pluggy.HookCaller) and caller.spec is not None
+    assert caller.spec.argnames == ("trainer", "module", "optimizer") and caller.spec.opts["firstresult"] is True
+    assert isinstance(getattr(caller.spec, "kwargnames", ()), tuple)
+    (impl,) = caller.get_hookimpls()
+    for field in ("plugin", "plugin_name", "function", "argnames", "kwargnames", "opts", "wrapper", "hookwrapper"):
+        assert hasattr(impl, field), field
+    copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, impl.function, impl.opts)
+    assert copy.argnames == impl.argnames
+    assert pluggy.Result(1, None).get_result() == 1 and pluggy.Result(None, KeyError()).exception is not None

@@ -147,8 +147,9 @@ def _runs(tmp_path: Path) -> list[str]:
     train, val = tiny_loaders(n=32)
 
     def trainer(**kwargs: Any) -> ember.Trainer:
-        args = {"max_epochs": 1, "num_sanity_val_steps": 1, "limit_train_batches": 2, "limit_val_batches": 1,
-                "log_every_n_steps": 1, "default_root_dir": str(tmp_path), "plugins": [_probe()], **kwargs}
+        args = {"accelerator": "cpu", "max_epochs": 1, "num_sanity_val_steps": 1, "limit_train_batches": 2,
+                "limit_val_batches": 1, "log_every_n_steps": 1, "default_root_dir": str(tmp_path),
+                "plugins": [_probe()], **kwargs}
         t = ember.Trainer(**args)
         recorder = HookRecorder().attach(t)
         runs.append(recorder)
@@ -195,8 +196,8 @@ def test_the_allow_list_only_holds_hooks_never_called(called_hooks: set[str]) ->
 
 def test_the_runs_call_hooks_with_their_spec_arguments(tmp_path: Path) -> None:
     # pluggy ignores a misspelled keyword in a call; check every call passes exactly the spec's arguments.
-    t = ember.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1,
-                      plugins=[_probe()], default_root_dir=str(tmp_path))
+    t = ember.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=2, limit_val_batches=1,
+                      num_sanity_val_steps=1, plugins=[_probe()], default_root_dir=str(tmp_path))
     recorder = HookRecorder().attach(t)
     t.fit(WithData(), *tiny_loaders(n=32))
     params = {s.name: [p.name for p in s.params] for s in ALL_SPECS}

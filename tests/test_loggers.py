@@ -16,7 +16,7 @@ import ember
 from ember.core import discovery
 from ember.testing import TinyClassifier, tiny_loaders
 
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}
 
 
 class StepLogger(TinyClassifier):
@@ -134,9 +134,9 @@ def test_logger_objects_and_unknown_names(tmp_path):
     assert trainer.log_dir == os.path.join(tmp_path, "elsewhere", "run", "first")
     assert os.path.exists(os.path.join(trainer.log_dir, "metrics.csv"))
     with pytest.raises(ember.UnknownPluginError, match="Did you mean 'tensorboard'"):
-        ember.Trainer(logger="tensorbord")
+        ember.Trainer(accelerator="cpu", logger="tensorbord")
     with pytest.raises(ember.ConfigurationError, match="logger"):
-        ember.Trainer(logger=3)
+        ember.Trainer(accelerator="cpu", logger=3)
 
 
 def test_a_third_party_logger_from_an_installed_distribution(tmp_path, monkeypatch):

@@ -11,7 +11,8 @@ from ember.testing import TinyClassifier, tiny_dataset
 
 torchmetrics = pytest.importorskip("torchmetrics")
 
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False, "num_sanity_val_steps": 0}
+QUIET = {"accelerator": "cpu",
+         "enable_progress_bar": False, "enable_model_summary": False, "logger": False, "num_sanity_val_steps": 0}
 
 
 class MetricModel(TinyClassifier):

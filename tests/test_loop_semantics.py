@@ -15,7 +15,7 @@ import ember
 from ember.testing import TinyClassifier, tiny_dataset, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 
 def loader(batches: int, batch_size: int = 2, shuffle: bool = False) -> DataLoader:

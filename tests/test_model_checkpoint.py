@@ -19,7 +19,8 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_loaders
 
 #: No progress bar, model summary or logger files: only what the test is about.
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 
@@ -176,15 +177,15 @@ def test_invalid_arguments(kwargs: dict, message: str) -> None:
 
 
 def test_enable_checkpointing(tmp_path: Path) -> None:
-    assert isinstance(ember.Trainer().checkpoint_callback, ModelCheckpoint)
-    assert ember.Trainer(enable_checkpointing=False).checkpoint_callback is None
+    assert isinstance(ember.Trainer(accelerator="cpu").checkpoint_callback, ModelCheckpoint)
+    assert ember.Trainer(accelerator="cpu", enable_checkpointing=False).checkpoint_callback is None
     mine = ModelCheckpoint(monitor="score")
-    assert ember.Trainer(callbacks=[mine]).checkpoint_callbacks == [mine]  # no second, default one
+    assert ember.Trainer(accelerator="cpu", callbacks=[mine]).checkpoint_callbacks == [mine]  # no second, default one
     with pytest.raises(ember.ConfigurationError, match=r"enable_checkpointing=False\) conflicts with "
                                                        "'callback.model-checkpoint' passed in callbacks"):
-        ember.Trainer(enable_checkpointing=False, callbacks=[mine])
+        ember.Trainer(accelerator="cpu", enable_checkpointing=False, callbacks=[mine])
     with pytest.raises(ember.ConfigurationError, match=r"enable_checkpointing=1\) is invalid"):
-        ember.Trainer(enable_checkpointing=1)
+        ember.Trainer(accelerator="cpu", enable_checkpointing=1)
     trainer = fit(tmp_path, [], epochs=1, enable_checkpointing=False)
     assert not (tmp_path / "checkpoints").exists()
     assert trainer.checkpoint_callback is None
@@ -229,7 +230,7 @@ def test_state_is_stored_under_a_stable_key(tmp_path: Path) -> None:
 
 
 def test_no_per_step_hook_unless_saving_per_step() -> None:
-    trainer = ember.Trainer(enable_checkpointing=True)
+    trainer = ember.Trainer(accelerator="cpu", enable_checkpointing=True)
     default = trainer.checkpoint_callback
     assert default.on_train_batch_end is None  # not registered: costs nothing per batch
     assert callable(ModelCheckpoint(every_n_train_steps=5).on_train_batch_end)

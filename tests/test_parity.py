@@ -17,7 +17,7 @@ import ember
 from ember.testing import tiny_dataset
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 EPOCHS = 3
 

@@ -13,7 +13,7 @@ import ember
 from ember.testing import TinyClassifier, tiny_dataset
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
-QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False}
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False}
 
 
 def data(n: int = 16, batch_size: int = 4) -> DataLoader:

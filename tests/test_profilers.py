@@ -106,12 +106,12 @@ def test_off_by_default_and_nothing_registered() -> None:
 @pytest.mark.parametrize("value", [True, 1, SimpleProfiler])
 def test_bad_profiler_argument(value: Any) -> None:
     with pytest.raises(ember.ConfigurationError, match=r"Trainer\(profiler=.*'simple' or 'torch'"):
-        ember.Trainer(profiler=value)
+        ember.Trainer(accelerator="cpu", profiler=value)
 
 
 def test_unknown_profiler_name_suggests_the_closest() -> None:
     with pytest.raises(ember.PluginError, match="simple"):
-        ember.Trainer(profiler="simpel")
+        ember.Trainer(accelerator="cpu", profiler="simpel")
 
 
 def test_torch_profiler_writes_a_chrome_trace_with_ember_labels(tmp_path: Any, capsys: Any) -> None:

@@ -12,7 +12,8 @@ from ember.plugins.progress.rich_bar import RichProgressBar
 from ember.plugins.progress.tqdm_bar import TQDMProgressBar
 from ember.testing import TinyClassifier, tiny_loaders
 
-ARGS = {"max_epochs": 2, "num_sanity_val_steps": 0, "enable_model_summary": False, "logger": False}
+ARGS = {"accelerator": "cpu",
+        "max_epochs": 2, "num_sanity_val_steps": 0, "enable_model_summary": False, "logger": False}
 
 
 class ProgModel(TinyClassifier):
@@ -66,12 +67,12 @@ def test_disabled_is_silent(tmp_path, capsys):
 
 
 def test_selection_by_name_replaces_the_default_and_conflicts_are_refused():
-    trainer = ember.Trainer(callbacks=["progress.rich"])
+    trainer = ember.Trainer(accelerator="cpu", callbacks=["progress.rich"])
     assert isinstance(trainer.progress_bar_callback, RichProgressBar)
     assert [i for i, _ in trainer.extra_plugins if i.startswith("progress.")] == ["progress.rich"]
-    assert isinstance(ember.Trainer().progress_bar_callback, TQDMProgressBar)
+    assert isinstance(ember.Trainer(accelerator="cpu").progress_bar_callback, TQDMProgressBar)
     with pytest.raises(ember.ConfigurationError, match="enable_progress_bar=False"):
-        ember.Trainer(enable_progress_bar=False, callbacks=[TQDMProgressBar()])
+        ember.Trainer(accelerator="cpu", enable_progress_bar=False, callbacks=[TQDMProgressBar()])
 
 
 def test_metrics_are_read_only_when_the_bar_renders(tmp_path):

@@ -17,7 +17,8 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
 #: No progress bar, model summary or logger files: only what the test is about.
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 
@@ -430,7 +431,7 @@ def test_cuda_resume_restores_the_gpu_generator(tmp_path: Path) -> None:
         ember.seed_everything(4)
         model = Dropout()
         trainer = ember.Trainer(max_epochs=2, default_root_dir=str(root), enable_checkpointing=False,
-                                accelerator="cuda", deterministic=True, plugins=list(plugins), **QUIET)
+                                deterministic=True, plugins=list(plugins), **dict(QUIET, accelerator="cuda"))
         trainer.fit(model, loader(tiny_dataset(40)), ckpt_path=ckpt)
         return model
 

@@ -18,7 +18,8 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
 #: No progress bar, model summary or logger files: only what the test is about.
-QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu",
+         "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
 
 
@@ -205,7 +206,7 @@ def test_processes_agree_on_stopping_every_few_batches(tmp_path: Path) -> None:
         @ember.hookimpl
         def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
             decisions.append(decision)
-            return decision or (not all and trainer._loops._batches_seen > 3)
+            return decision or (not all and trainer.loop.progress.batches_seen > 3)
 
     with pytest.raises(SignalExit) as info:
         make(tmp_path, TwoProcesses()).fit(TinyClassifier(), data())

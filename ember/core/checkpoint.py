@@ -36,52 +36,18 @@ from ember.core import rng
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.resumable_data import TrainData
 from ember.core.signals import SignalHandlers, stop_exception
+from ember.core.state import FitProgress
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
 
 log = logging.getLogger("ember")
 
-#: The checkpoint format this ember writes; it reads this one and every older one.
-FORMAT_VERSION = 1
+#: The checkpoint format this ember writes; it reads this one and every older one. 2: a plugin's state is kept
+#: only in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry).
+FORMAT_VERSION = 2
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
-
-_PHASES = ("epoch_start", "batch")
-
-
-def _phase(instance: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in _PHASES:
-        raise CheckpointError(f"loops['fit']['phase']={value!r} is not one of {_PHASES}: the checkpoint is "
-                              "damaged or was written by an incompatible ember.")
-
-
-@attrs.frozen
-class FitProgress:
-    """The fit loop's counters, and the safe point a checkpoint was written at."""
-
-    #: ``trainer.current_epoch``.
-    epoch: int
-    #: ``trainer.global_step`` (optimizer steps).
-    global_step: int
-    #: Training batches processed in all epochs (for ``val_check_interval`` counted across epochs).
-    batches_seen: int
-    #: ``trainer.should_stop``.
-    should_stop: bool
-    #: ``"epoch_start"``: before epoch ``epoch`` drew its first batch (also before and after training);
-    #: ``"batch"``: after batch ``batch_idx`` of epoch ``epoch`` and its validation, if one was due.
-    phase: str = attrs.field(validator=_phase)
-    #: The last batch processed in this epoch (phase ``"batch"``), else -1.
-    batch_idx: int = -1
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> FitProgress:
-        names = {f.name for f in attrs.fields(cls)}
-        try:
-            return cls(**{k: v for k, v in data.items() if k in names})
-        except TypeError as exc:
-            raise CheckpointError(f"loops['fit'] is incomplete ({exc}): the checkpoint is damaged.") from exc
-
 
 # ---------------------------------------------------------------------------------------------------------
 # Plain data
@@ -217,7 +183,21 @@ def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> d
         written = checkpoint.get("ember_version", "a newer ember")
         raise CheckpointError(f"{path} was written in checkpoint format {version} (by ember {written}); this ember "
                               f"({__version__}) reads formats up to {FORMAT_VERSION}. Upgrade ember to load it.")
+    if version < 2:
+        _upgrade_from_1(checkpoint)
     return checkpoint
+
+
+def _upgrade_from_1(checkpoint: dict[str, Any]) -> None:
+    """Format 1 -> 2: the callback states format 1 also kept in a ``callbacks`` entry (EarlyStopping under
+    ``identity[monitor]``, its key now, and Timer under its identity) move to ``plugins``; a state already
+    under ``plugins`` wins."""
+    legacy = checkpoint.pop("callbacks", None)
+    if not isinstance(legacy, dict):
+        return
+    plugins = checkpoint.setdefault("plugins", {})
+    for key, state in legacy.items():
+        plugins.setdefault(key, state)
 
 
 def storage_manager(checkpoint_io: Any = "torch") -> Any:
@@ -236,7 +216,9 @@ def storage_manager(checkpoint_io: Any = "torch") -> Any:
 
 def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
     """Read ``path`` through the storage role of ``pm``."""
-    checkpoint = pm.hook.load_checkpoint(trainer=trainer, path=path, weights_only=weights_only)
+    from ember.core.dispatch import HookTable
+
+    checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
     if checkpoint is None:
         raise CheckpointError(f"cannot read {path}: no checkpoint-storage plugin answered load_checkpoint; "
                               "select one with Trainer(checkpoint_io='torch').")
@@ -318,24 +300,21 @@ class Checkpointing:
             "plugins": {},
         }
         if not weights_only:
-            progress = FitProgress(epoch=t.current_epoch, global_step=t.global_step,
-                                   batches_seen=t._loops._batches_seen, should_stop=bool(t.should_stop),
-                                   phase="epoch_start" if batch_idx is None else "batch",
-                                   batch_idx=-1 if batch_idx is None else batch_idx)
+            progress = t.loop.progress.snapshot(batch_idx)
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]
             checkpoint["loops"] = {"fit": attrs.asdict(progress)}
             data = self.train_data
             checkpoint["rng"] = rng.capture(data.generators if data is not None else ())
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
-            checkpoint["results"] = {"train": _results_state(getattr(t, "train_results", None))}
+            checkpoint["results"] = {"train": _results_state(t.loop.train_results)}
             checkpoint["callback_metrics"] = {k: v.detach() for k, v in t.callback_metrics.items()
                                               if isinstance(v, torch.Tensor)}
             if self._mid_window(batch_idx):
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
             for key, plugin in self._stateful_plugins():
                 checkpoint["plugins"][key] = plugin.state_dict()
-        t.plugin_manager.hook.on_save_checkpoint(trainer=t, module=module, checkpoint=checkpoint)
+        t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
             checkpoint.pop("plugins", None)
         return checkpoint
@@ -349,17 +328,34 @@ class Checkpointing:
             return True
         return batch_idx is not None and (batch_idx + 1) % t.config.accumulate_grad_batches != 0
 
-    def _stateful_plugins(self) -> Iterator[tuple[str, Any]]:
-        """Callbacks, plugins and the DataModule with Lightning's ``state_dict``/``load_state_dict``."""
+    def _stateful_plugins(self) -> list[tuple[str, Any]]:
+        """The one route of plugin state into and out of checkpoints: every plugin of the run (callbacks,
+        plugins, always-on and role plugins, the DataModule) that has Lightning's ``state_dict()`` and
+        ``load_state_dict(state)``, with the key its state is kept under in ``checkpoint["plugins"]``: its
+        ``state_key`` if it has one, else its identity. Each plugin appears once; two under one key are an
+        error (the second would overwrite the first)."""
         t = self.trainer
         candidates = list(t.extra_plugins) + list(t.autoload_plugins)
+        candidates += [(t.role_identities[role], plugin) for role, plugin in t.role_plugins.items()]
         if t.datamodule is not None:
             candidates.append(("datamodule", t.datamodule))
+        found: dict[str, Any] = {}
+        seen: set[int] = set()
         for identity, plugin in candidates:
-            if callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict", None)) \
-                    and not isinstance(plugin, torch.nn.Module):
-                key = getattr(plugin, "state_key", None)
-                yield (key if isinstance(key, str) else identity), plugin
+            if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
+                continue
+            seen.add(id(plugin))
+            if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
+                                                                                         None))):
+                continue
+            key = getattr(plugin, "state_key", None)
+            key = key if isinstance(key, str) else identity
+            if key in found:
+                raise ConfigurationError(
+                    f"two plugins keep their state under the same checkpoint key {key!r}: {found[key]!r} and "
+                    f"{plugin!r}. Give one a distinct state_key (or identity) so that each is restored as saved.")
+            found[key] = plugin
+        return list(found.items())
 
     # -- writing and removing ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, weights_only: bool = False) -> None:
@@ -394,8 +390,7 @@ class Checkpointing:
     def last_paths(self) -> list[str]:
         """The "last" checkpoints the plugins keep (``last_checkpoint_path``), or the default one."""
         t = self.trainer
-        caller = t.hook.last_checkpoint_path if t.hook is not None else None
-        answers = caller(trainer=t) if caller is not None else []
+        answers = t.hook.call("last_checkpoint_path", trainer=t)
         paths = list(dict.fromkeys(os.fspath(p) for p in answers if p))
         return paths or [os.path.join(t.default_root_dir, "checkpoints", "last.ckpt")]
 
@@ -406,7 +401,7 @@ class Checkpointing:
         with self._plugins_registered() as hook:
             for op, path, weights_only in requests:
                 if op == "remove":
-                    hook.remove_checkpoint(trainer=t, path=path)
+                    hook.call("remove_checkpoint", trainer=t, path=path)
                     continue
                 if weights_only not in built:
                     try:
@@ -416,22 +411,22 @@ class Checkpointing:
                             f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
                             "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
                             "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
-                if hook.save_checkpoint(trainer=t, checkpoint=built[weights_only], path=path) is None:
+                if hook.call("save_checkpoint", trainer=t, checkpoint=built[weights_only], path=path) is None:
                     raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
                                              "one with Trainer(checkpoint_io='torch').")
             if t.world_size > 1 and built:
-                hook.barrier(trainer=t, name="save_checkpoint")
+                hook.call("barrier", trainer=t, name="save_checkpoint")
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:
         """The run's plugins, registered for the duration (already so inside a run)."""
         t = self.trainer
-        if t.state.get("status") == "running":
-            yield t.plugin_manager.hook
+        if t.state.status == "running":
+            yield t.hook
             return
-        registered = t._register_run_plugins(t.module, t.datamodule)
+        registered = t.register_run_plugins(t.module, t.datamodule)
         try:
-            yield t.plugin_manager.hook
+            yield t.hook
         finally:
             for plugin in reversed(registered):
                 t.plugin_manager.unregister(plugin)
@@ -467,7 +462,7 @@ class Checkpointing:
         if path is None:
             return
         checkpoint = check_format(read(t.plugin_manager, t, path, weights_only), path)
-        fn = t.state.get("fn")
+        fn = t.state.fn
         if fn == "fit" and checkpoint.get("kind") == "weights":
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
@@ -506,9 +501,8 @@ class Checkpointing:
                                       f"{len(params)}.")
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
-        t.current_epoch, t.global_step = progress.epoch, progress.global_step
-        t._loops._batches_seen, t.should_stop = progress.batches_seen, progress.should_stop
-        _restore_results(t.train_results, checkpoint.get("results", {}).get("train", {}))
+        t.loop.progress.restore(progress)
+        _restore_results(t.loop.train_results, checkpoint.get("results", {}).get("train", {}))
         t.callback_metrics.update(checkpoint.get("callback_metrics", {}))
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():

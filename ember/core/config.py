@@ -128,6 +128,13 @@ def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise _fail("gradient_clip_val", value, "expected a number >= 0 or None")
 
 
+def _hang_timeout(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value is None or isinstance(value, datetime.timedelta) and value.total_seconds() >= 0:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise _fail("hang_timeout", value, "expected seconds >= 0 (0 or None: no hang watchdog) or a timedelta")
+
+
 def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     for item in value:
         if not isinstance(item, str):
@@ -258,6 +265,9 @@ class TrainerConfig:
     enable_model_summary: bool = attrs.field(default=True, validator=_flag)
     enable_checkpointing: bool = attrs.field(default=True, validator=_flag)
     max_time: Any = attrs.field(default=None, validator=_max_time)
+    #: Seconds without progress after which a multi-process job stops, naming the stuck process
+    #: (``callback.hang-watchdog``); None or 0: off.
+    hang_timeout: Any = attrs.field(default=600.0, validator=_hang_timeout)
     profiler: Any = attrs.field(default=None, validator=_profiler)
     #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
     #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).

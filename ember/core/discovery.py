@@ -18,7 +18,7 @@ import importlib
 import importlib.metadata as metadata
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -31,6 +31,13 @@ AUTOLOAD_ENV = "EMBER_DISABLE_PLUGIN_AUTOLOAD"
 STRICT_ENV = "EMBER_STRICT_PLUGINS"
 
 _IDENTITY = re.compile(r"^[a-z][a-z0-9_]*\.[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+#: A block-list entry of this form blocks every plugin of one distribution: ``dist:NAME``.
+DIST_PREFIX = "dist:"
+
+
+def canonical(dist_name: str) -> str:
+    """A distribution name as packaging compares them (PEP 503): lower case, runs of ``-_.`` as ``-``."""
+    return re.sub(r"[-_.]+", "-", dist_name).lower()
 
 
 def switch_off_hint(identity: str, dist_name: str | None = None) -> str:
@@ -79,8 +86,10 @@ class PluginInfo:
             obj: object = importlib.import_module(module_name.strip())
             for part in filter(None, attr.strip().split(".")):
                 obj = getattr(obj, part)
-        except Exception as exc:
-            raise self._failed(exc) from exc
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # SystemExit too: a plugin's import must not end the process
+            raise self._failed(exc) from None
         return obj
 
     def load(self) -> object:
@@ -89,14 +98,21 @@ class PluginInfo:
         if isinstance(obj, type):
             try:
                 obj = obj()
-            except Exception as exc:
-                raise self._failed(exc) from exc
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                raise self._failed(exc) from None
         return obj
 
-    def _failed(self, exc: Exception) -> PluginError:
+    def _failed(self, exc: BaseException) -> PluginError:
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ is not None else []
+        at = f" (at {where[0].filename}:{where[0].lineno})" if where else ""
         return PluginError(
-            f"plugin {self.identity!r} (from {self.dist}, entry point {self.value!r}) failed to load: "
-            f"{type(exc).__name__}: {exc}. {switch_off_hint(self.identity, self.dist_name)}")
+            f"plugin {self.identity!r} (from {self.dist}, entry point {self.identity} = {self.value!r} in group "
+            f"{self.group!r}) failed to load: {type(exc).__name__}: {exc}{at}. "
+            f"{switch_off_hint(self.identity, self.dist_name)}")
 
 
 @attrs.frozen
@@ -109,6 +125,35 @@ class Discovery:
     invalid: tuple[str, ...] = ()
     #: The subset of ``invalid`` declared in the always-on group (reported at Trainer creation).
     invalid_autoload: tuple[str, ...] = ()
+
+    def without_distributions(self, blocked: Sequence[str]) -> Discovery:
+        """This discovery without the plugins of the distributions named ``dist:NAME`` in ``blocked``."""
+        names = {canonical(b[len(DIST_PREFIX):]) for b in blocked if b.startswith(DIST_PREFIX)}
+        if not names:
+            return self
+
+        def keep(table: Mapping[str, tuple[PluginInfo, ...]]) -> dict[str, tuple[PluginInfo, ...]]:
+            kept = {k: tuple(i for i in v if canonical(i.dist_name or "") not in names) for k, v in table.items()}
+            return {k: v for k, v in kept.items() if v}
+
+        return attrs.evolve(self, plugins=keep(self.plugins), autoload=keep(self.autoload))
+
+    def unknown_blocked(self, blocked: Sequence[str], essential: Sequence[str] = ()) -> list[str]:
+        """A message for every block-list entry that names nothing installed (a typo, most likely)."""
+        identities = sorted({*self.plugins, *self.autoload, *essential})
+        dists = sorted({canonical(i.dist_name) for infos in (*self.plugins.values(), *self.autoload.values())
+                        for i in infos if i.dist_name})
+        problems = []
+        for entry in blocked:
+            if entry.startswith(DIST_PREFIX):
+                name = canonical(entry[len(DIST_PREFIX):])
+                if name not in dists:
+                    problems.append(f"block list entry {entry!r}: no installed distribution named {name!r} provides "
+                                    f"ember plugins.{suggest(name, dists).replace('?', ' (dist:...)?')}")
+            elif entry not in identities:
+                problems.append(f"block list entry {entry!r} names no installed plugin, so it blocks nothing."
+                                f"{suggest(entry, identities)} `ember plugins` lists them.")
+        return problems
 
     def role_names(self, role: str) -> list[str]:
         """The selectable names of one role, sorted."""
@@ -129,13 +174,20 @@ class Discovery:
 
 
 def only(identity: str, found: tuple[PluginInfo, ...]) -> PluginInfo:
-    """The single provider of an identity, or a conflict error naming every provider."""
+    """The single provider of an identity, or a conflict error naming every provider and how to keep one."""
     if len(found) > 1:
         providers = ", ".join(f"{i.dist} ({i.value})" for i in found)
+        # keep ember's own plugin (or else the first), block the others' distributions
+        ember = [i for i in found if canonical(i.dist_name or "") == "ember"]
+        fixes = []
+        for keep in ember or found:  # ember's own plugin can only be kept: blocking ember blocks every built-in
+            others = [f"{DIST_PREFIX}{i.dist_name}" for i in found if i is not keep and i.dist_name]
+            fixes.append(f"to keep {keep.dist_name}'s, block the other distribution with "
+                         f"{BLOCK_ENV}={','.join(others)} or Trainer(block_plugins={others!r})")
+        fix = "; ".join(fixes)
         raise PluginConflictError(
             f"plugin identity {identity!r} is claimed by several distributions: {providers}. "
-            f"Uninstall all but one of them, or switch the identity off with {BLOCK_ENV}={identity} "
-            f"or Trainer(block_plugins=[{identity!r}])."
+            f"{fix[0].upper()}{fix[1:]}; or uninstall all but one of them."
         )
     return found[0]
 

@@ -36,6 +36,11 @@ def suggest(name: str, choices: Iterable[str]) -> str:
     return f" Did you mean {close[0]!r}?" if close else ""
 
 
+class HangError(EmberError, RuntimeError):
+    """A process of a multi-process job made no progress for ``Trainer(hang_timeout=...)`` seconds; the message
+    names it, its last global step and the hook it was in. Raised on every process of the job."""
+
+
 class WorkerFailedError(EmberError, RuntimeError):
     """A process of a multi-process job failed; raised in the process that started the job.
 

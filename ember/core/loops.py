@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core import seed
-from ember.core.checkpoint import FitProgress
 from ember.core.errors import ConfigurationError
+from ember.core.metrics import MetricLog
 from ember.core.optim import parse_optimizers
-from ember.core.results import Results, to_floats
+from ember.core.results import Results
 from ember.core.seed import preserved_rng
+from ember.core.state import FitProgress, LogContext, Progress
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -66,7 +67,15 @@ class Loops:
         self.t = trainer
         self.max_epochs = -1
         self.max_steps = -1
-        self._batches_seen = 0
+        #: The run state this loop owns; the Trainer's properties read it.
+        self.progress = Progress()
+        self.log_context = LogContext()
+        self.metrics = MetricLog(trainer, self.log_context, self.progress)
+        #: What ``self.optimizers()`` returns under manual optimization.
+        self.manual_optimizers: list[ManualOptimizer] = []
+        self.train_results = Results("train")
+        self.val_results = Results("validate")
+        self.test_results = Results("test")
 
     # -- set-up shared by every run ----------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
@@ -88,7 +97,7 @@ class Loops:
         if h.launch is not None:
             status = h.launch(trainer=t, fn=fn)
             if status is not None:  # the job ran in the processes the strategy started; this one is done
-                t.state["status"] = "launched"
+                t.state.status = "launched"
                 raise SystemExit(status)
         if h.setup_environment is not None:
             h.setup_environment(trainer=t)
@@ -106,7 +115,7 @@ class Loops:
         module = t.module
         if h.setup is not None:
             h.setup(trainer=t, module=module, stage=fn)
-        t.state["setup_done"] = True
+        t.state.setup_done = True
         if h.configure_model is not None:
             with h.model_sharded_context(trainer=t):
                 h.configure_model(trainer=t, module=module)
@@ -126,7 +135,7 @@ class Loops:
 
     def restore(self, ckpt_path: str, weights_only: bool = True) -> None:
         """Load the module's weights from the checkpoint; a fit restores the rest once its optimizers exist."""
-        self.t._checkpointing.restore(ckpt_path, weights_only)
+        self.t.checkpointing.restore(ckpt_path, weights_only)
 
     # -- data ----------------------------------------------------------------------------------------------
     def loaders(self, stage: str, given: Any) -> list[Any]:
@@ -186,18 +195,18 @@ class Loops:
         if h.convert_input is not None:
             new = h.convert_input(trainer=t, data=batch)
             batch = batch if new is None else new
-        t._current_batch = batch
+        self.log_context.batch = batch
         return batch
 
     # -- fit -----------------------------------------------------------------------------------------------
     def fit(self, loaders: dict[str, Any]) -> None:
-        with self.t._checkpointing.fitting():
+        with self.t.checkpointing.fitting():
             self._fit(loaders)
 
     def _fit(self, loaders: dict[str, Any]) -> None:
         t = self.t
         h, module = t.hook, t.module
-        ckpt = t._checkpointing
+        ckpt = t.checkpointing
         train = self.loaders("train", loaders["train"])
         if not train:
             raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
@@ -211,14 +220,13 @@ class Loops:
         t.num_val_batches = [self.num_batches("validate", dl) for dl in self.val_loaders]
         self._check_val_interval()
         self.setup_optimizers()
-        t.train_results = Results("train")
         resume = ckpt.restore_training()
         if h.log_hyperparams is not None and t.is_global_zero:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
         self.sanity_check()
-        t.state["stage"] = "train"
+        t.state.stage = "train"
         t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
@@ -233,7 +241,7 @@ class Loops:
                 break
             self.train_epoch()
         ckpt.end_training()
-        t.state["stage"] = "train"
+        t.state.stage = "train"
         if h.on_train_end is not None:
             h.on_train_end(trainer=t, module=module)
         if h.on_fit_end is not None:
@@ -275,7 +283,7 @@ class Loops:
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
         t.model = module if model is None else model
-        t._manual_optimizers = [ManualOptimizer(self, o) for o in optimizers]
+        self.manual_optimizers = [ManualOptimizer(self, o) for o in optimizers]
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
@@ -293,16 +301,16 @@ class Loops:
         t = self.t
         if t.num_training_batches == 0:
             return True
-        if self.max_steps != -1 and t.global_step >= self.max_steps:
+        if self.max_steps != -1 and self.progress.global_step >= self.max_steps:
             return True
-        if self.max_epochs != -1 and t.current_epoch >= self.max_epochs:
+        if self.max_epochs != -1 and self.progress.current_epoch >= self.max_epochs:
             return True
-        return bool(t.should_stop) and self._can_stop()
+        return bool(self.progress.should_stop) and self._can_stop()
 
     def _can_stop(self) -> bool:
-        t, cfg = self.t, self.t.config
-        return (cfg.min_epochs is None or t.current_epoch >= cfg.min_epochs) and \
-            (cfg.min_steps is None or t.global_step >= cfg.min_steps)
+        cfg = self.t.config
+        return (cfg.min_epochs is None or self.progress.current_epoch >= cfg.min_epochs) and \
+            (cfg.min_steps is None or self.progress.global_step >= cfg.min_steps)
 
     def sanity_check(self) -> None:
         t, cfg = self.t, self.t.config
@@ -311,7 +319,7 @@ class Loops:
             return
         t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
         h = t.hook
-        t.sanity_checking = True
+        t.state.sanity_checking = True
         try:
             # The sanity check leaves the random state as it found it: training then draws the same numbers
             # (shuffling, dropout) as a run without it, and as the plain loop a user would write.
@@ -322,25 +330,25 @@ class Loops:
                 if h.on_sanity_check_end is not None:
                     h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
-            t.sanity_checking = False
+            t.state.sanity_checking = False
 
     def train_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         t, cfg = self.t, self.t.config
         h, module = t.hook, t.module
-        ckpt = t._checkpointing
-        t.state["stage"] = "train"
-        results = t.train_results
+        ckpt = t.checkpointing
+        t.state.stage = "train"
+        results = self.train_results
         if resume is None:
             results.reset()
-        t._results, t._num_dataloaders, t._dataloader_idx = results, 1, 0
+        self.log_context.enter(results, 1, _EPOCH_HOOK_CTX)
         loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
         for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
             set_epoch = getattr(s, "set_epoch", None)
             if callable(set_epoch):
-                set_epoch(t.current_epoch)
-        t._log_defaults = _EPOCH_HOOK_CTX
+                set_epoch(self.progress.current_epoch)
+        self.log_context.defaults = _EPOCH_HOOK_CTX
         if h.on_train_epoch_start is not None:
             h.on_train_epoch_start(trainer=t, module=module)
         n = t.num_training_batches
@@ -365,17 +373,17 @@ class Loops:
                 batch, is_last = batch
             else:
                 is_last = batch_idx + 1 >= n
-            t.batch_idx = batch_idx
-            t._log_defaults = _STEP_CTX
+            self.progress.batch_idx = batch_idx
+            self.log_context.defaults = _STEP_CTX
             batch = self.transfer(batch, 0)
             if h.on_train_batch_start is not None:
                 answers = h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx)
                 if -1 in answers:
                     break
-            step_before = t.global_step
+            step_before = self.progress.global_step
             outputs = step_fn(batch, batch_idx, is_last)
             if automatic and t.lr_scheduler_configs:
-                if t.global_step != step_before:
+                if self.progress.global_step != step_before:
                     self.step_schedulers("step")
                 if is_last:
                     self.step_schedulers("epoch")
@@ -383,36 +391,36 @@ class Loops:
             if h.on_train_batch_end is not None:
                 h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
                                      batch_idx=batch_idx)
-            self._batches_seen += 1
+            self.progress.batches_seen += 1
             if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
                 next(batches, None)
-            if log_metrics is not None and t.global_step != step_before and t.global_step % every == 0:
-                self.log_step_metrics(results)
+            if log_metrics is not None and self.progress.global_step != step_before and self.progress.global_step % every == 0:
+                self.metrics.write_step(results)
             if self.should_validate(batch_idx, is_last):
                 self.run_validation()
                 validated_at_end = is_last
-            if is_last or (self.max_steps != -1 and t.global_step >= self.max_steps):
+            if is_last or (self.max_steps != -1 and self.progress.global_step >= self.max_steps):
                 break
-            if t.should_stop and self._can_stop():
+            if self.progress.should_stop and self._can_stop():
                 break
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)
-        t._current_batch = None
+        self.log_context.batch = None
         if automatic and t.lr_scheduler_configs and not epoch_scheds_stepped:
             self.step_schedulers("epoch")
         if not validated_at_end and self._epoch_end_validation_due():
             self.run_validation()
-        t.state["stage"] = "train"
-        t._results = results
-        self.publish_epoch(results)
-        t._log_defaults = _EPOCH_HOOK_CTX
+        t.state.stage = "train"
+        self.log_context.results = results
+        self.metrics.publish_epoch(results)
+        self.log_context.defaults = _EPOCH_HOOK_CTX
         if h.on_train_epoch_end is not None:
             h.on_train_epoch_end(trainer=t, module=module)
         if automatic and t.lr_scheduler_configs:
             self.step_plateau("epoch")
         if log_metrics is not None:
-            self.log_epoch_metrics(results)
-        t.current_epoch += 1
+            self.metrics.write_epoch(results)
+        self.progress.current_epoch += 1
 
     def automatic_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         t = self.t
@@ -446,6 +454,11 @@ class Loops:
         return t.hook.step(trainer=t, model=t.model, module=t.module, batch=batch, batch_idx=batch_idx,
                            dataloader_idx=0, stage="train")
 
+    def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
+        t = self.t
+        return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
+                                     algorithm=algorithm)
+
     def backward(self, loss: torch.Tensor, optimizer: Any) -> None:
         t = self.t
         h = t.hook
@@ -467,11 +480,11 @@ class Loops:
             h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
                              algorithm=t.config.gradient_clip_algorithm or "norm")
         h.optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        t.global_step += 1
+        self.progress.global_step += 1
 
     def step_schedulers(self, interval: str) -> None:
         t = self.t
-        counter = t.global_step if interval == "step" else t.current_epoch + 1
+        counter = self.progress.global_step if interval == "step" else self.progress.current_epoch + 1
         for config in t.lr_scheduler_configs:
             if config.interval != interval or counter % config.frequency:
                 continue
@@ -484,7 +497,7 @@ class Loops:
     def step_plateau(self, interval: str) -> None:
         t = self.t
         for config in t.lr_scheduler_configs:
-            if config.reduce_on_plateau and config.interval == interval and (t.current_epoch + 1) % config.frequency == 0:
+            if config.reduce_on_plateau and config.interval == interval and (self.progress.current_epoch + 1) % config.frequency == 0:
                 self._plateau(config)
 
     def _plateau(self, config: Any) -> None:
@@ -506,8 +519,8 @@ class Loops:
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
         if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
             assert isinstance(vci, int)
-            return self._batches_seen % vci == 0
-        if (t.current_epoch + 1) % every_epoch:
+            return self.progress.batches_seen % vci == 0
+        if (self.progress.current_epoch + 1) % every_epoch:
             return False
         if vci is None or (isinstance(vci, float) and vci == 1.0):
             return is_last
@@ -520,17 +533,17 @@ class Loops:
         if not self.val_loaders or not any(t.num_val_batches) or cfg.check_val_every_n_epoch is None:
             return False
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
-        ended_early = self.max_steps != -1 and t.global_step >= self.max_steps
-        return ended_early and vci in (None, 1.0) and (t.current_epoch + 1) % cfg.check_val_every_n_epoch == 0
+        ended_early = self.max_steps != -1 and self.progress.global_step >= self.max_steps
+        return ended_early and vci in (None, 1.0) and (self.progress.current_epoch + 1) % cfg.check_val_every_n_epoch == 0
 
     def run_validation(self) -> None:
         t = self.t
-        saved = (t._results, t._log_defaults, t._current_batch)
+        saved = self.log_context.saved()
         self.evaluate("validate", self.val_loaders, t.num_val_batches)
         if t.hook.log_metrics is not None:
-            self.log_epoch_metrics(t.val_results)
-        t._results, t._log_defaults, t._current_batch = saved
-        t.state["stage"] = "train"
+            self.metrics.write_epoch(self.val_results)
+        self.log_context.restore(saved)
+        t.state.stage = "train"
 
     # -- validate / test -----------------------------------------------------------------------------------
     def evaluate_entry(self, stage: str, given: Any, verbose: bool) -> list[dict[str, float]]:
@@ -545,9 +558,9 @@ class Loops:
         else:
             t.num_test_batches = nums
         metrics = self.evaluate(stage, loaders, nums)
-        results = t.val_results if stage == "validate" else t.test_results
+        results = self.val_results if stage == "validate" else self.test_results
         if t.hook.log_metrics is not None:
-            self.log_epoch_metrics(results)
+            self.metrics.write_epoch(results)
         if verbose and t.is_global_zero and any(metrics):
             for i, m in enumerate(metrics):
                 title = f"{stage} metrics" + (f" (dataloader {i})" if len(metrics) > 1 else "")
@@ -556,18 +569,18 @@ class Loops:
 
     def evaluate(self, stage: str, loaders: list[Any], nums: list[float]) -> list[dict[str, float]]:
         t = self.t
-        h, module, fn = t.hook, t.module, t.state["fn"]
+        h, module, fn = t.hook, t.module, t.state.fn
         name = _HOOK_STAGE[stage]
         hooks = {k: getattr(h, f"on_{name}_{k}", None) for k in
                  ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end")}
         eval_hook = getattr(h, f"on_{name}_model_eval")
         results = Results(stage)
         if stage == "validate":
-            t.val_results = results
+            self.val_results = results
         else:
-            t.test_results = results
-        t.state["stage"] = stage
-        t._results, t._num_dataloaders = results, len(loaders)
+            self.test_results = results
+        t.state.stage = stage
+        self.log_context.enter(results, len(loaders), _EPOCH_HOOK_CTX)
         model = t.model
         was_training = model.training
         model.eval()
@@ -575,7 +588,7 @@ class Loops:
         if eval_hook is not None:
             eval_hook(**kw)
         with _grad_context(t.config.inference_mode):
-            t._log_defaults = _EPOCH_HOOK_CTX
+            self.log_context.defaults = _EPOCH_HOOK_CTX
             if hooks["start"] is not None:
                 hooks["start"](**kw)
             if hooks["epoch_start"] is not None:
@@ -583,10 +596,10 @@ class Loops:
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
                 if n == 0:
                     continue
-                t._dataloader_idx = dl_idx
+                self.log_context.dataloader_idx = dl_idx
                 limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
-                    t._log_defaults = _EVAL_STEP_CTX
+                    self.log_context.defaults = _EVAL_STEP_CTX
                     batch = self.transfer(batch, dl_idx)
                     if hooks["batch_start"] is not None:
                         hooks["batch_start"](batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, **kw)
@@ -597,11 +610,11 @@ class Loops:
                                            **kw)
                     if limited and batch_idx + 1 >= n:
                         break
-            t._current_batch = None
-            t._log_defaults = _EPOCH_HOOK_CTX
+            self.log_context.batch = None
+            self.log_context.defaults = _EPOCH_HOOK_CTX
             if hooks["epoch_end"] is not None:
                 hooks["epoch_end"](**kw)
-            values = self.publish_epoch(results)
+            values = self.metrics.publish_epoch(results)
             if hooks["end"] is not None:
                 hooks["end"](**kw)
         if was_training:
@@ -615,43 +628,6 @@ class Loops:
                                if "/dataloader_idx_" not in k or k.endswith(suffix)})
         return per_loader
 
-    def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
-        """Reduce the epoch values of ``results`` into ``callback_metrics`` (not during sanity checking)."""
-        t = self.t
-        out = {}
-        for key, (entry, value) in results.epoch_values().items():
-            t._publish_epoch(entry, value)
-            out[key] = t.callback_metrics.get(f"{key}_epoch" if entry.on_step else key, value)
-        return out
-
-    def log_step_metrics(self, results: Results) -> None:
-        t = self.t
-        if not t.is_global_zero or t.sanity_checking:
-            return
-        serial = self._batches_seen - 1  # the batch that just ended: only values it logged are written
-        fresh = {(f"{k}_step" if e.on_epoch else k): e.last for k, e in results.entries.items()
-                 if e.on_step and e.logger and e.last is not None and e.serial == serial}
-        if fresh:
-            metrics = to_floats(fresh)
-            metrics["epoch"] = float(t.current_epoch)
-            t.hook.log_metrics(trainer=t, metrics=metrics, step=t.global_step)
-
-    def log_epoch_metrics(self, results: Results) -> None:
-        t = self.t
-        if not t.is_global_zero or t.sanity_checking:
-            return
-        values = {}
-        for key, entry in results.entries.items():
-            if entry.on_epoch and entry.logger:
-                name = f"{key}_epoch" if entry.on_step else key
-                value = t.callback_metrics.get(name)
-                if value is not None:
-                    values[name] = value
-        if values:
-            metrics = to_floats(values)
-            metrics["epoch"] = float(t.current_epoch)
-            t.hook.log_metrics(trainer=t, metrics=metrics, step=t.global_step)
-
     # -- predict -------------------------------------------------------------------------------------------
     def predict(self, given: Any, return_predictions: bool) -> Any:
         t = self.t
@@ -662,8 +638,8 @@ class Loops:
                                      "predict_dataloader() on the module, or pass a datamodule.")
         nums = [self.num_batches("predict", dl) for dl in loaders]
         t.num_predict_batches = nums
-        t.state["stage"] = "predict"
-        t._num_dataloaders = len(loaders)
+        t.state.stage = "predict"
+        self.log_context.num_dataloaders = len(loaders)
         t.model.eval()
         kw = {"trainer": t, "module": module}
         if h.on_predict_model_eval is not None:
@@ -677,7 +653,7 @@ class Loops:
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
                 if n == 0:
                     continue
-                t._dataloader_idx = dl_idx
+                self.log_context.dataloader_idx = dl_idx
                 limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
                 for batch_idx, batch in enumerate(loader):
                     batch = self.transfer(batch, dl_idx)

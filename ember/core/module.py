@@ -88,8 +88,9 @@ class Module(torch.nn.Module):
             sync_dist: bool = False, batch_size: int | None = None) -> None:
         """Record a metric; see the logging guide. Defaults follow Lightning: per step in training hooks,
         per epoch (mean over batches, weighted by batch size) in validation/test and epoch hooks."""
-        self.trainer._log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-                          reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+        self.trainer.loop.metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step,
+                                      on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
+                                      batch_size=batch_size)
 
     def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
@@ -138,7 +139,7 @@ class Module(torch.nn.Module):
     def optimizers(self) -> Any:
         """The optimizers from ``configure_optimizers`` (one, or a list), wrapped so that ``step()`` runs the
         precision's and strategy's step and the ``on_before_optimizer_step`` event."""
-        opts = self.trainer._manual_optimizers
+        opts = self.trainer.loop.manual_optimizers
         return opts[0] if len(opts) == 1 else list(opts)
 
     def lr_schedulers(self) -> Any:
@@ -151,7 +152,7 @@ class Module(torch.nn.Module):
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward under manual optimization: runs ``on_before_backward``, the precision's backward (loss
         scaling) and ``on_after_backward``. Use instead of ``loss.backward()``."""
-        self.trainer._backward(loss, None)
+        self.trainer.loop.backward(loss, None)
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                        gradient_clip_algorithm: str | None = None) -> Any:
@@ -159,7 +160,7 @@ class Module(torch.nn.Module):
         if gradient_clip_val is None:
             return None
         opt = getattr(optimizer, "optimizer", optimizer)
-        return self.trainer._clip(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
+        return self.trainer.loop.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
         """Gather ``tensor`` from every process (a collective)."""

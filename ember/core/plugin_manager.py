@@ -12,6 +12,7 @@ from typing import Any
 import pluggy
 
 from ember.core.discovery import switch_off_hint
+from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
@@ -27,6 +28,10 @@ def _spec_names(module: Any) -> frozenset[str]:
 EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
 _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
+
+
+__all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
+           "noop_fallback"]
 
 
 class EmberWarning(UserWarning):
@@ -50,7 +55,7 @@ class PluginManager(pluggy.PluginManager):
         self._datamodules: set[int] = set()
         self._listeners: list[weakref.WeakMethod] = []
         self.origins: dict[str, str] = {}
-        self._plain_hookexec = self._inner_hookexec
+        self._monitors: list[Monitor] = []
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
@@ -169,15 +174,26 @@ class PluginManager(pluggy.PluginManager):
 
     @property
     def monitored(self) -> bool:
-        """True while hook-call monitoring (tracing) is on: every call must go through pluggy."""
-        return self._inner_hookexec is not self._plain_hookexec
+        """True while a hook-call monitor (tracing, a profiler, a recorder) is on."""
+        return bool(self._monitors)
+
+    @property
+    def monitors(self) -> tuple[Monitor, ...]:
+        """The hook-call monitors on now, first added first: the hook table calls them around every hook."""
+        return tuple(self._monitors)
 
     def add_hookcall_monitoring(self, before: Any, after: Any) -> Callable[[], None]:
+        """pluggy's hook-call monitoring, for the calls ember makes (through the hook table) and for direct
+        ``pm.hook.<name>(...)`` calls alike. Returns the function that removes the monitor."""
         undo = super().add_hookcall_monitoring(before, after)
+        pair = (before, after)
+        self._monitors.append(pair)
         self._changed()
 
         def undo_and_rebuild() -> None:
             undo()
+            if pair in self._monitors:
+                self._monitors.remove(pair)
             self._changed()
 
         return undo_and_rebuild
@@ -185,8 +201,6 @@ class PluginManager(pluggy.PluginManager):
 
 _IMPL_MARK = PROJECT + "_impl"
 _MISSING = object()
-#: Compiled hook-call sources: the code depends only on the hook and the shape of its implementations.
-_compiled: dict[str, Any] = {}
 
 
 def _may_be_marked(plugin: Any, name: str) -> bool:
@@ -214,171 +228,3 @@ def _may_be_marked(plugin: Any, name: str) -> bool:
             return getattr(value, _IMPL_MARK, None) is not None
         return isinstance(value, types.MemberDescriptorType)
     return False
-
-
-class HookTable:
-    """The hooks as the loop calls them (``trainer.hook``), kept in step with the registered plugins.
-
-    A hook with no implementation is ``None`` here, so the loop skips it for the price of an attribute test:
-    an unimplemented hook costs nothing. So is a hook answered only by a no-op fallback of ``core.defaults``
-    (one marked with :func:`noop_fallback`). Every other hook is called through a small function compiled
-    for exactly its implementations (see :func:`compile_call`), which does what pluggy's ``_multicall`` does,
-    wrappers included, without its per-call bookkeeping (old-style ``hookwrapper`` implementations, rare,
-    keep the hook on pluggy's path). While hook-call monitoring (tracing, recorders, profilers) is on, every
-    implemented hook goes through pluggy instead, and the no-op fallbacks are called like any other
-    implementation, so a trace shows every call the contract makes.
-
-    Entries are made on first use and dropped whenever the set of plugins changes, so registering a run's
-    plugins one by one, or unregistering them at its end, builds nothing that is not then used.
-    """
-
-    def __init__(self, pm: PluginManager) -> None:
-        self._pm = pm
-        pm.subscribe(self.rebuild)
-
-    def rebuild(self) -> None:
-        """Forget every entry; each is made again, from the current plugins, when next used."""
-        pm = self._pm
-        self.__dict__.clear()
-        self._pm = pm
-
-    def __getattr__(self, name: str) -> Any:  # only reached for hooks not used since the last change
-        caller = getattr(self._pm.hook, name, None) if not name.startswith("_") else None
-        if not isinstance(caller, pluggy.HookCaller):
-            raise AttributeError(f"no ember hook named {name!r}")
-        entry = self._entry(caller)
-        self.__dict__[name] = entry
-        return entry
-
-    def _entry(self, caller: pluggy.HookCaller) -> Any:
-        fast = not self._pm.monitored
-        impls = caller.get_hookimpls()
-        if not impls or (fast and all(getattr(i.function, NOOP_MARK, False) for i in impls)):
-            return None
-        if fast and caller.spec is not None and not any(i.hookwrapper for i in impls):
-            return compile_call(caller, impls)
-        return caller
-
-
-#: The attribute :func:`noop_fallback` sets on a function.
-NOOP_MARK = "_ember_noop_fallback"
-
-
-def noop_fallback(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark a ``core.defaults`` answer that does nothing: when it is a hook's only implementation, the hook
-    table holds None for it, so the loop skips the call (the loop checks for None at such call sites)."""
-    setattr(function, NOOP_MARK, True)
-    return function
-def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., Any]:
-    """A function that calls ``impls`` the way pluggy's ``_multicall`` would, for hooks without old-style
-    ``hookwrapper`` implementations: new-style wrappers (``wrapper=True``) first, outermost first, each run up
-    to its ``yield``; then the plain implementations, last registered first, each with the arguments it names
-    (parameters with a default only when the call passes them), stopping at the first non-None answer of a
-    ``firstresult`` hook, else collecting the non-None answers in a list; then the wrappers' code after the
-    ``yield``, innermost first, each receiving the result (or the exception) and able to replace it.
-
-    Its signature is the spec's, keyword-only, so a call binds its arguments without building a dict; an
-    argument that no implementation needs may be left out, one that an implementation needs may not, and a
-    keyword the spec lacks is an error (pluggy would silently ignore it). The generated source is kept in
-    the function's ``__doc__`` for debugging.
-    """
-    spec = caller.spec
-    assert spec is not None
-    firstresult = bool(spec.opts.get("firstresult"))
-    spec_args = tuple(spec.argnames) + tuple(getattr(spec, "kwargnames", ()) or ())
-    required = {a for impl in impls for a in impl.argnames}
-    optional_kw = {a for impl in impls for a in (impl.kwargnames or ()) if a in spec_args} - required
-    params = []
-    for a in spec_args:
-        if a in required:
-            params.append(a)
-        elif a in optional_kw:
-            params.append(f"{a}=_MISSING")
-        else:
-            params.append(f"{a}=None")
-    namespace: dict[str, Any] = {"_MISSING": _MISSING, "_start": _start_wrapper, "_unwind": _unwind_wrappers}
-    ordered = list(reversed(impls))  # the order pluggy calls them in: wrappers (outermost first), then plain
-    wrappers = [impl for impl in ordered if impl.wrapper]
-    plain = [impl for impl in ordered if not impl.wrapper]
-
-    def call(impl: Any, i: int) -> str:
-        fn = f"_f{i}"
-        namespace[fn] = impl.function
-        kw = [a for a in (impl.kwargnames or ()) if a in spec_args]
-        args = ", ".join(list(impl.argnames) + [f"{a}={a}" for a in kw if a in required])
-        maybe = [a for a in kw if a not in required]
-        if maybe:
-            pairs = ", ".join(f"({a!r}, {a})" for a in maybe)
-            args = (args + ", " if args else "") + f"**{{_k: _v for _k, _v in ({pairs},) if _v is not _MISSING}}"
-        return f"{fn}({args})"
-
-    calls = [call(impl, i) for i, impl in enumerate(plain, start=len(wrappers))]
-    inner: list[str] = []  # the plain implementations, leaving their answer in _r
-    if firstresult:
-        inner.append(f"_r = {calls[0]}" if calls else "_r = None")
-        for expr in calls[1:]:
-            inner += ["if _r is None:", f"    _r = {expr}"]
-    else:
-        inner.append("_r = []")
-        for expr in calls:
-            inner += [f"_v = {expr}", "if _v is not None:", "    _r.append(_v)"]
-    if not wrappers:
-        body = [f"    {line}" for line in inner] + ["    return _r"]
-    else:
-        body = ["    _teardowns = []", "    try:"]
-        for i, impl in enumerate(wrappers):
-            body += [f"        _g = {call(impl, i)}", "        _start(_g)", "        _teardowns.append(_g)"]
-        body += [f"        {line}" for line in inner]
-        body += ["    except BaseException as _e:", "        return _unwind(_teardowns, None, _e)",
-                 "    return _unwind(_teardowns, _r, None)"]
-    source = f"def {caller.name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n"
-    code = _compiled.get(source)
-    if code is None:
-        code = _compiled[source] = compile(source, f"<ember hook {caller.name}>", "exec")
-    exec(code, namespace)
-    function = namespace[caller.name]
-    function.__doc__ = source
-    function.__qualname__ = f"HookTable.{caller.name}"
-    return function
-
-
-def _wrapfail(wrapper: Any, message: str) -> RuntimeError:
-    code = wrapper.gi_code
-    return RuntimeError(f"wrap_controller at {code.co_name!r} {code.co_filename}:{code.co_firstlineno} {message}")
-
-
-def _start_wrapper(wrapper: Any) -> None:
-    """Run a new-style wrapper up to its ``yield``."""
-    try:
-        next(wrapper)
-    except StopIteration:
-        raise _wrapfail(wrapper, "did not yield") from None
-
-
-def _unwind_wrappers(teardowns: list[Any], result: Any, exception: BaseException | None) -> Any:
-    """Run the wrappers' code after their ``yield``, innermost first, as pluggy's ``_multicall`` does: each
-    receives the result (``send``) or the exception (``throw``) and may replace either."""
-    for teardown in reversed(teardowns):
-        try:
-            if exception is not None:
-                try:
-                    teardown.throw(exception)
-                except RuntimeError as error:
-                    # a StopIteration raised into a generator comes out as a RuntimeError caused by it
-                    if isinstance(exception, StopIteration) and error.__cause__ is exception:
-                        teardown.close()
-                        continue
-                    raise
-            else:
-                teardown.send(result)
-            teardown.close()
-        except StopIteration as stop:
-            result, exception = stop.value, None
-            continue
-        except BaseException as error:
-            exception = error
-            continue
-        raise _wrapfail(teardown, "has second yield")
-    if exception is not None:
-        raise exception
-    return result

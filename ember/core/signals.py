@@ -85,7 +85,7 @@ def request_stop(trainer: Trainer, signum: int = signal.SIGTERM, requeue: bool =
     :param signum: the signal the request stands for (sets the exit status, ``128 + signum``).
     :param requeue: passed on to the ``requeue`` hook, which may then resubmit the job.
     """
-    trainer._checkpointing.request_stop(signum, requeue)
+    trainer.checkpointing.request_stop(signum, requeue)
 
 
 class SignalHandlers:
@@ -114,7 +114,7 @@ class SignalHandlers:
         self.previous.clear()
 
     def _handle(self, signum: int, frame: Any) -> None:
-        ckpt = self.trainer._checkpointing
+        ckpt = self.trainer.checkpointing
         if ckpt.stop_signal is not None:  # the second signal: stop now, without a checkpoint
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt

@@ -6,9 +6,9 @@ path names a file (JSON lines, rewritten by the first run of the Trainer, append
 object with a ``write`` method receives the lines. ``False``/``"0"`` or unset: off, and nothing is installed,
 so tracing off costs nothing per step.
 
-It rides on pluggy's ``add_hookcall_monitoring``: while a traced run is on, the per-run hook table sends every
-call through pluggy, and each implementation is swapped for a timed copy for the duration of the call. A
-record looks like::
+It rides on pluggy's ``add_hookcall_monitoring``: while a traced run is on, the hook table calls the tracer
+around every hook call (see :mod:`ember.core.dispatch`), and each implementation is swapped for a timed copy
+for the duration of the call. A record looks like::
 
     {"seq": 41, "depth": 0, "hook": "on_after_backward", "epoch": 0, "step": 3, "us": 9.1,
      "impls": [{"plugin": "callback.grad-clip", "us": 5.0}, {"plugin": "module", "us": 1.2}]}
@@ -139,7 +139,7 @@ class HookTracer:
         self._seq += 1
         self._stack.append(call)
         self._pending.append(call)
-        # pluggy hands ``before`` the very list (a per-call copy) that it then runs: swap in timed copies.
+        # ``before`` receives the very list (a per-call copy) that is then run: swap in timed copies.
         for i, impl in enumerate(impls):
             impls[i] = self._timed_copy(impl)
 

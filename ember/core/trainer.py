@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import operator
 import os
 import warnings
-from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -22,8 +22,9 @@ from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
-from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
+from ember.core.results import to_floats
 from ember.core.signals import SignalExit
+from ember.core.state import TrainerState
 
 log = logging.getLogger("ember")
 
@@ -41,7 +42,22 @@ FLAG_PLUGINS = {
     "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
+    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
 }
+
+
+def _read(path: str, doc: str, writable: bool = False) -> Any:
+    """A Trainer property that reads ``path`` (``"loop.progress.global_step"``); ``writable``: it may be set."""
+    getter = operator.attrgetter(path)
+    if not writable:
+        return property(getter, doc=doc)
+    owner, name = path.rsplit(".", 1)
+    owner_of = operator.attrgetter(owner)
+
+    def setter(trainer: Trainer, value: Any) -> None:
+        setattr(owner_of(trainer), name, value)
+
+    return property(getter, setter, doc=doc)
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -76,8 +92,10 @@ class Trainer:
     def __init__(self, **kwargs: Any) -> None:
         self.config: TrainerConfig = make_config(kwargs)
         self.plugin_manager = PluginManager()
-        self.discovery = discovery.discover()
         self.blocked = tuple(dict.fromkeys(self.config.block_plugins + _env_blocked()))
+        self.discovery = discovery.discover().without_distributions(self.blocked)  # dist:NAME entries
+        for problem in discovery.discover().unknown_blocked(self.blocked, tuple(ESSENTIAL)):
+            warnings.warn(problem, EmberWarning, stacklevel=2)
         for identity in self.blocked:
             if identity in ESSENTIAL:
                 raise PluginError(f"plugin {identity!r} is essential to ember and cannot be blocked; "
@@ -271,25 +289,13 @@ class Trainer:
 
     # -- state ---------------------------------------------------------------------------------------------
     def _init_state(self) -> None:
-        self.global_step = 0
-        self.train_results = Results("train")
-        self.val_results = Results("validate")
-        self.test_results = Results("test")
-        self.current_epoch = 0
-        self.batch_idx = 0
-        self.should_stop = False
-        self.state: dict[str, Any] = {"fn": None, "stage": None, "status": "initializing"}
-        self.sanity_checking = False
-        self.callback_metrics: dict[str, torch.Tensor] = {}
-        self.logged_metrics: dict[str, torch.Tensor] = {}
-        self._progress_bar_metrics: dict[str, torch.Tensor] = {}
+        self.state = TrainerState()
         self.module: Any = None
         self.model: Any = None
         self.datamodule: Any = None
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
-        self._manual_optimizers: list[Any] = []
-        self.hook: Any = None
+        self.hook = HookTable(self.plugin_manager)  # replaced by a fresh table at each run (see _run)
         self.root_device = torch.device("cpu")
         self.global_rank = self.local_rank = self.node_rank = 0
         self.world_size = 1
@@ -299,15 +305,25 @@ class Trainer:
         self.num_test_batches: list[float] = []
         self.num_predict_batches: list[float] = []
         self.interrupted = False
-        self._results: Results | None = None
-        self._log_defaults = (True, False, False)
-        self._dataloader_idx = 0
-        self._num_dataloaders = 1
-        self._current_batch: Any = None
-        self._loops = Loops(self)
-        self._checkpointing = Checkpointing(self)
+        #: The loops, and the run state they own (progress counters, logging context, metrics).
+        self.loop = Loops(self)
+        #: Building, writing and restoring checkpoints; stopping on a signal.
+        self.checkpointing = Checkpointing(self)
         #: The checkpoint the last run restored from (None when it started fresh).
         self.ckpt_path: str | None = None
+
+    # The run state, read-only (``should_stop`` may be set): C-level getters, so reading them per step costs
+    # no Python call.
+    current_epoch: int = _read("loop.progress.current_epoch", "Epochs completed (the index of the running one).")
+    global_step: int = _read("loop.progress.global_step", "Optimizer steps taken.")
+    batch_idx: int = _read("loop.progress.batch_idx", "The index of the running training batch in its epoch.")
+    should_stop: bool = _read("loop.progress.should_stop", "Set True to end the fit at the next point it may stop "
+                              "(after ``min_epochs``/``min_steps``).", writable=True)
+    sanity_checking: bool = _read("state.sanity_checking", "True during the validation run before training.")
+    callback_metrics: dict[str, torch.Tensor] = _read(
+        "loop.metrics.callback_metrics", "Every value logged (step and epoch values), for callbacks to monitor.")
+    logged_metrics: dict[str, torch.Tensor] = _read("loop.metrics.logged_metrics",
+                                                    "The values logged with ``logger=True``.")
 
     @property
     def is_global_zero(self) -> bool:
@@ -323,27 +339,27 @@ class Trainer:
 
     @property
     def training(self) -> bool:
-        return self.state["stage"] == "train"
+        return self.state.stage == "train"
 
     @property
     def validating(self) -> bool:
-        return self.state["stage"] == "validate"
+        return self.state.stage == "validate"
 
     @property
     def testing(self) -> bool:
-        return self.state["stage"] == "test"
+        return self.state.stage == "test"
 
     @property
     def predicting(self) -> bool:
-        return self.state["stage"] == "predict"
+        return self.state.stage == "predict"
 
     @property
     def max_epochs(self) -> int:
-        return self._loops.max_epochs
+        return self.loop.max_epochs
 
     @property
     def max_steps(self) -> int:
-        return self._loops.max_steps
+        return self.loop.max_steps
 
     @property
     def default_root_dir(self) -> str:
@@ -385,15 +401,15 @@ class Trainer:
     @property
     def progress_bar_metrics(self) -> dict[str, float]:
         """The ``prog_bar=True`` metrics as floats (reading them synchronises with the device)."""
-        return to_floats(self._progress_bar_metrics)
+        return to_floats(self.loop.metrics.progress_bar_metrics)
 
     @property
     def estimated_stepping_batches(self) -> float:
         """Optimizer steps the fit will take (``max_steps`` or epochs x steps per epoch)."""
-        if self._loops.max_steps != -1:
-            return self._loops.max_steps
+        if self.loop.max_steps != -1:
+            return self.loop.max_steps
         per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
-        return per_epoch * max(self._loops.max_epochs, 1) if self._loops.max_epochs != -1 else math.inf
+        return per_epoch * max(self.loop.max_epochs, 1) if self.loop.max_epochs != -1 else math.inf
 
     # -- public entry points -------------------------------------------------------------------------------
     def fit(self, model: torch.nn.Module, train_dataloaders: Any = None, val_dataloaders: Any = None,
@@ -438,11 +454,11 @@ class Trainer:
         """Write a checkpoint of the current state to ``filepath`` (atomically, through the checkpoint-storage
         plugin). ``weights_only=True`` writes the module's weights and hyperparameters only: enough for
         ``Module.load_from_checkpoint``, not for resuming. See docs/checkpoints.md."""
-        self._checkpointing.save(filepath, weights_only)
+        self.checkpointing.save(filepath, weights_only)
 
     def remove_checkpoint(self, filepath: str | os.PathLike) -> None:
         """Delete a checkpoint written by :meth:`save_checkpoint` (through the checkpoint-storage plugin)."""
-        self._checkpointing.remove(filepath)
+        self.checkpointing.remove(filepath)
 
     @property
     def checkpoint_callbacks(self) -> list[Any]:
@@ -468,10 +484,10 @@ class Trainer:
         if datamodule is not None and any(v is not None for v in loaders.values()):
             raise ConfigurationError(f"trainer.{fn}() got both dataloaders and a datamodule; pass one of them.")
         self.module, self.datamodule = model, datamodule
-        self.state = {"fn": fn, "stage": None, "status": "running"}
+        self.state = TrainerState(fn=fn, status="running")
         self.interrupted = False
         pm = self.plugin_manager
-        registered = self._register_run_plugins(model, datamodule)
+        registered = self.register_run_plugins(model, datamodule)
         if self.tracer is not None:
             self.tracer.start(self, fn)
         self.hook = HookTable(pm)
@@ -480,12 +496,12 @@ class Trainer:
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
         try:
-            return self._loops.run(fn, loaders, options)
+            return self.loop.run(fn, loaders, options)
         except BaseException as exc:
-            if isinstance(exc, SystemExit) and self.state["status"] == "launched":
+            if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise
             interrupted = isinstance(exc, (KeyboardInterrupt, SignalExit))
-            self.state["status"] = "interrupted" if interrupted else "failed"
+            self.state.status = "interrupted" if interrupted else "failed"
             self.interrupted = interrupted
             self._name_plugin_in(exc)
             self._on_exception(exc)
@@ -495,7 +511,7 @@ class Trainer:
             raise
         finally:
             try:
-                if self.hook.teardown is not None and self.state.get("setup_done"):
+                if self.hook.teardown is not None and self.state.setup_done:
                     self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
                 seed.restore_deterministic(self)
@@ -504,9 +520,9 @@ class Trainer:
                 for plugin in reversed(registered):
                     if pm.is_registered(plugin):
                         pm.unregister(plugin)
-                self.state["stage"] = None
-                if self.state["status"] == "running":
-                    self.state["status"] = "finished"
+                self.state.stage = None
+                if self.state.status == "running":
+                    self.state.status = "finished"
 
     def _check_module(self, fn: str, model: Any) -> None:
         needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
@@ -527,7 +543,7 @@ class Trainer:
                                      "trainer.fit() needs. Return an optimizer from it, e.g. "
                                      "torch.optim.AdamW(self.parameters(), lr=1e-3).")
 
-    def _register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
+    def register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
         """Register this run's plugins.
 
         pluggy calls implementations LIFO (the last registered runs first, and its wrapper is outermost), so
@@ -562,16 +578,13 @@ class Trainer:
     def _on_exception(self, exc: BaseException) -> None:
         """Run every ``on_exception`` implementation, even when one of them raises.
 
-        The call goes through pluggy (so tracing sees it and wrappers wrap it), with each plain
-        implementation guarded so that one failing handler cannot hide the others or the original error.
+        The call goes through the hook table like every other (so tracing sees it and wrappers wrap it), with
+        each plain implementation guarded so that one failing handler cannot hide the others or the original
+        error.
         """
-        pm = self.plugin_manager
-        impls = [impl if impl.wrapper or impl.hookwrapper else _guarded(impl, exc)
-                 for impl in pm.hook.on_exception.get_hookimpls()]
-        if not impls:
-            return
         try:
-            pm._hookexec("on_exception", impls, {"trainer": self, "module": self.module, "exception": exc}, False)
+            self.hook.call_each("on_exception", functools.partial(_guarded, exc=exc), trainer=self,
+                                module=self.module, exception=exc)
         except Exception:
             log.exception("an on_exception wrapper raised while handling %r", exc)
 
@@ -585,117 +598,39 @@ class Trainer:
         dist = origin.rsplit(" ", 1)[0]
         exc.add_note(f"Raised inside the plugin {name!r} from {origin}. {discovery.switch_off_hint(name, dist)}")
 
-    # -- used by the module and the loops -------------------------------------------------------------------
-    def _log(self, name: str, value: Any, *, prog_bar: bool, logger: bool, on_step: bool | None,
-             on_epoch: bool | None, reduce_fx: Any, sync_dist: bool, batch_size: int | None) -> None:
-        results = self._results
-        if results is None:
-            raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
-        key = name if self._num_dataloaders == 1 else f"{name}/dataloader_idx_{self._dataloader_idx}"
-        entry = results.entries.get(key)
-        if entry is None:
-            d_step, d_epoch, _ = self._log_defaults
-            on_step = d_step if on_step is None else on_step
-            on_epoch = d_epoch if on_epoch is None else on_epoch
-            entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
-                                sync_dist)
-            results.entries[key] = entry
-        tensor = to_tensor(name, value)
-        entry.serial = self._loops._batches_seen
-        if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
-            entry.add_metric(tensor)
-            if entry.on_step and entry.last is not None:
-                self._publish_step(entry, entry.last)
-            if self._log_defaults[2] and entry.on_epoch:
-                self._publish_epoch(entry, entry.compute())
-            return
-        weight = 1.0
-        if entry.on_epoch and entry.reduce_fx == "mean":
-            weight = float(batch_size) if batch_size is not None else self._batch_size()
-        entry.add(tensor, weight)
-        if entry.on_step:
-            if entry.sync_dist and self.world_size > 1:  # the step value shown and logged is the global one
-                tensor = entry.last = self.hook.reduce(trainer=self, tensor=tensor, op=_sync_op(entry))
-            self._publish_step(entry, tensor)
-        if self._log_defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
-            self._publish_epoch(entry, entry.compute())
-
-    def _batch_size(self) -> float:
-        batch = self._current_batch
-        size = self.__dict__.get("_current_batch_size")
-        if size is not None and size[0] is batch:
-            return size[1]
-        found = _infer_batch_size(batch)
-        self.__dict__["_current_batch_size"] = (batch, found)
-        return found
-
-    def _publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
-        if self.sanity_checking:
-            return
-        key = entry.step_key
-        self.callback_metrics[key] = value
-        if entry.logger:
-            self.logged_metrics[key] = value
-        if entry.prog_bar:
-            self._progress_bar_metrics[key] = value
-
-    def _publish_epoch(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
-        if value is None or self.sanity_checking:
-            return
-        if entry.sync_dist and self.world_size > 1 and entry.metric is None:
-            value = self.hook.reduce(trainer=self, tensor=value, op=_sync_op(entry))
-        key = entry.epoch_key
-        self.callback_metrics[key] = value
-        if entry.on_step:
-            self.callback_metrics[entry.name] = value
-        if entry.logger:
-            self.logged_metrics[key] = value
-        if entry.prog_bar:
-            self._progress_bar_metrics[key] = value
-
-    def _backward(self, loss: torch.Tensor, optimizer: Any) -> None:
-        self._loops.backward(loss, optimizer)
-
-    def _clip(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
-        return self.hook.clip_gradients(trainer=self, module=self.module, optimizer=optimizer,
-                                        clip_val=clip_val, algorithm=algorithm)
-
     # -- for plugins and users -------------------------------------------------------------------------
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
             on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
             batch_size: int | None = None) -> None:
         """Record a metric from a plugin or callback; the same options and defaults as ``module.log``."""
-        self._log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-                  reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+        self.loop.metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
+                              reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
         """Agree on a decision across processes: every rank's (``all=True``) or any rank's. A collective."""
-        return bool(self.plugin_manager.hook.reduce_boolean_decision(trainer=self, decision=decision, all=all))
+        return bool(self.hook.call("reduce_boolean_decision", trainer=self, decision=decision, all=all))
 
     def reduce(self, tensor: torch.Tensor, op: str = "mean") -> torch.Tensor:
-        return self.plugin_manager.hook.reduce(trainer=self, tensor=tensor, op=op)
+        return self.hook.call("reduce", trainer=self, tensor=tensor, op=op)
 
     def barrier(self, name: str | None = None) -> None:
-        self.plugin_manager.hook.barrier(trainer=self, name=name)
+        self.hook.call("barrier", trainer=self, name=name)
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
-        return self.plugin_manager.hook.broadcast(trainer=self, obj=obj, src=src)
+        return self.hook.call("broadcast", trainer=self, obj=obj, src=src)
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
-        return self.plugin_manager.hook.all_gather(trainer=self, tensor=tensor, sync_grads=sync_grads)
+        return self.hook.call("all_gather", trainer=self, tensor=tensor, sync_grads=sync_grads)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
 
 
-def _sync_op(entry: MetricEntry) -> str:
-    """The collective that ``sync_dist`` applies: the entry's own reduction, or a mean for a callable one."""
-    return entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean"
-
-
 def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
-    """A copy of ``impl`` whose exceptions are logged instead of raised."""
+    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
+    if impl.wrapper or impl.hookwrapper:
+        return impl
     function = impl.function
 
     @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
@@ -719,16 +654,3 @@ def _looks_like_datamodule(obj: Any) -> bool:
     return any(callable(getattr(obj, n, None)) for n in
                ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
         isinstance(obj, torch.utils.data.DataLoader)
-
-
-def _infer_batch_size(batch: Any) -> float:
-    if isinstance(batch, torch.Tensor):
-        return float(batch.shape[0]) if batch.dim() else 1.0
-    if isinstance(batch, dict):
-        batch = list(batch.values())
-    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
-        for item in batch:
-            size = _infer_batch_size(item)
-            if size:
-                return size
-    return 1.0

@@ -558,8 +558,10 @@ def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> Non
 def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
     """Add to a checkpoint before it is written; called once per save on every rank.
 
-    Store a plugin's own state under ``checkpoint["plugins"][identity]``; values must be tensors or plain
-    containers of numbers and strings (checkpoints load with ``weights_only=True``).
+    For changing the checkpoint itself; a plugin's own state goes through its ``state_dict()`` and
+    ``load_state_dict(state)`` methods instead, which ember calls once per save and once per resume (kept
+    under ``checkpoint["plugins"][state_key or identity]``). Values must be tensors or plain containers of
+    numbers and strings (checkpoints load with ``weights_only=True``).
 
     :param trainer: the running trainer.
     :param module: the user's module.

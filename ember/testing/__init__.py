@@ -36,10 +36,12 @@ __all__ = [
     "tiny_loaders",
 ]
 
-#: Trainer arguments for quick tests: one short epoch, no sanity check, and quiet (no progress bar, model
+#: Trainer arguments for quick tests: on the CPU (so results compare with CPU tensors on any machine; pass
+#: ``accelerator=`` to test another device), one short epoch, no sanity check, and quiet (no progress bar, model
 #: summary, logger or checkpoint files).
-FAST_TRAINER_ARGS: dict[str, Any] = {"max_epochs": 1, "num_sanity_val_steps": 0, "enable_progress_bar": False,
-                                     "enable_model_summary": False, "logger": False, "enable_checkpointing": False}
+FAST_TRAINER_ARGS: dict[str, Any] = {"accelerator": "cpu", "max_epochs": 1, "num_sanity_val_steps": 0,
+                                     "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+                                     "enable_checkpointing": False}
 
 
 def tiny_dataset(n: int = 64, features: int = 8, classes: int = 3, seed: int = 0) -> TensorDataset:
@@ -295,14 +297,22 @@ def check_plugin(plugin: Any, identity: str = "plugin.under-test") -> list[str]:
 
 def checkpoint_roundtrip(plugin: Any, restored: Any, trainer: Any = None, module: Any = None) -> dict[str, Any]:
     """Save ``plugin``'s state as a checkpoint would, load it the way checkpoints load
-    (``torch.load(weights_only=True)``) and hand it to ``restored``'s ``on_load_checkpoint``.
+    (``torch.load(weights_only=True)``) and hand it to ``restored``: its ``load_state_dict`` (for a plugin
+    with ``state_dict``/``load_state_dict``, kept under its ``state_key`` or identity, as a run does), then its
+    ``on_load_checkpoint``.
 
-    Both hooks are called through a plugin manager, so their signatures are checked against the specs.
+    The hooks are called through a plugin manager, so their signatures are checked against the specs.
     Returns the loaded checkpoint dict; fails if the state does not survive ``weights_only`` loading.
     """
     from ember.core.plugin_manager import PluginManager
 
+    def key_of(obj: Any) -> str:
+        key = getattr(obj, "state_key", None)
+        return key if isinstance(key, str) else getattr(obj, "identity", "plugin.under-test")
+
     checkpoint: dict[str, Any] = {"plugins": {}}
+    if callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict", None)):
+        checkpoint["plugins"][key_of(plugin)] = plugin.state_dict()
     saver = PluginManager()
     saver.register(plugin, name=getattr(plugin, "identity", "plugin.under-test"))
     saver.hook.on_save_checkpoint(trainer=trainer, module=module, checkpoint=checkpoint)
@@ -318,6 +328,8 @@ def checkpoint_roundtrip(plugin: Any, restored: Any, trainer: Any = None, module
         raise AssertionError(f"the checkpoint state of {type(plugin).__name__} does not load with "
                              f"weights_only=True: {exc}. Store tensors and plain containers of numbers and "
                              "strings only.") from exc
+    if callable(getattr(restored, "load_state_dict", None)) and key_of(restored) in loaded["plugins"]:
+        restored.load_state_dict(loaded["plugins"][key_of(restored)])
     loader = PluginManager()
     loader.register(restored, name=getattr(restored, "identity", "plugin.under-test"))
     loader.hook.on_load_checkpoint(trainer=trainer, module=module, checkpoint=loaded)

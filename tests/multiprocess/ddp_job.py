@@ -49,7 +49,8 @@ def fit(batch_size: int, shuffle: bool = False, plugins: tuple = (), **trainer_a
     """One fit of the job; the test runs the same in one process with the global batch size."""
     ember.seed_everything(0)
     model = Model()
-    trainer = ember.Trainer(max_epochs=2, num_sanity_val_steps=0, plugins=list(plugins), **trainer_args)
+    args = {"accelerator": "cpu", **trainer_args}  # the test's one-process reference runs on the CPU too
+    trainer = ember.Trainer(max_epochs=2, num_sanity_val_steps=0, plugins=list(plugins), **args)
     trainer.fit(model, DataLoader(dataset(), batch_size=batch_size, shuffle=shuffle))
     return model, trainer
 

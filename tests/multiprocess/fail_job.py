@@ -44,5 +44,5 @@ class FailsAtStep3(TinyClassifier):
 if __name__ == "__main__":
     out, mode = sys.argv[1], sys.argv[2]
     devices = "auto" if mode == "hang" else 2  # "hang" runs under `ember run`, which started the processes
-    trainer = ember.Trainer(strategy="ddp", devices=devices, max_epochs=100, num_sanity_val_steps=0)
+    trainer = ember.Trainer(accelerator="cpu", strategy="ddp", devices=devices, max_epochs=100, num_sanity_val_steps=0)
     trainer.fit(FailsAtStep3(out, mode), DataLoader(tiny_dataset(64), batch_size=4))

@@ -69,7 +69,8 @@ def loader(batch_size: int) -> DataLoader:
 def fit(batch_size: int, model: ember.Module | None = None, callbacks: tuple = (), **trainer_args: Any) -> tuple:
     ember.seed_everything(0)
     model = model or Blocks()
-    args = {"max_epochs": 2, "gradient_clip_val": 0.3, **trainer_args}  # clipping: the norm is over all shards
+    # clipping: the norm is over all shards
+    args = {"accelerator": "cpu", "max_epochs": 2, "gradient_clip_val": 0.3, **trainer_args}
     trainer = ember.Trainer(num_sanity_val_steps=0, callbacks=list(callbacks), **args)
     trainer.fit(model, loader(batch_size))
     return model, trainer

@@ -19,7 +19,7 @@ from ember.testing import TinyClassifier, tiny_dataset
 def fit(batch_size: int, **trainer_args: object) -> tuple[TinyClassifier, ember.Trainer]:
     ember.seed_everything(0)
     model = TinyClassifier()
-    trainer = ember.Trainer(max_epochs=2, num_sanity_val_steps=0, **trainer_args)
+    trainer = ember.Trainer(**{"accelerator": "cpu", "max_epochs": 2, "num_sanity_val_steps": 0, **trainer_args})
     trainer.fit(model, DataLoader(tiny_dataset(64), batch_size=batch_size))
     return model, trainer
 

@@ -87,7 +87,7 @@ def fit(out: str, strategy: str, ckpt_path: str | None = None, save: str | None 
     model = ManualDropout() if manual else Dropout()
     callbacks: list[Any] = [SaveAtStep5(save)] if save else []
     callbacks += [probe] if probe else []
-    trainer = ember.Trainer(strategy=strategy, devices=2, max_epochs=2, num_sanity_val_steps=0,
+    trainer = ember.Trainer(accelerator="cpu", strategy=strategy, devices=2, max_epochs=2, num_sanity_val_steps=0,
                             enable_checkpointing=False, enable_progress_bar=False, logger=False,
                             default_root_dir=out, callbacks=callbacks)
     trainer.fit(model, DataLoader(tiny_dataset(64), batch_size=4, shuffle=True), ckpt_path=ckpt_path)

@@ -67,7 +67,12 @@ class EarlyStopping:
     def monitor_op(self) -> Any:
         return self.mode_dict[self.mode]
 
-    # -- state -------------------------------------------------------------------------------------------
+    # -- state: kept in checkpoint["plugins"][state_key] by core.checkpoint, saved once and restored once ----
+    @property
+    def state_key(self) -> str:
+        """Where this callback's state is kept in ``checkpoint["plugins"]``: one per monitored metric."""
+        return f"{self.identity}[{self.monitor}]"
+
     def state_dict(self) -> dict[str, Any]:
         return {"wait_count": self.wait_count, "stopped_epoch": self.stopped_epoch,
                 "best_score": float(self.best_score), "patience": self.patience}
@@ -77,19 +82,6 @@ class EarlyStopping:
         self.stopped_epoch = state["stopped_epoch"]
         self.best_score = torch.tensor(state["best_score"])
         self.patience = state["patience"]
-
-    @hookimpl
-    def on_save_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
-        checkpoint.setdefault("callbacks", {})[self._key(trainer)] = self.state_dict()
-
-    @hookimpl
-    def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
-        state = checkpoint.get("callbacks", {}).get(self._key(trainer))
-        if state:
-            self.load_state_dict(state)
-
-    def _key(self, trainer: Any) -> str:
-        return f"{self.identity}[{self.monitor}]"
 
     # -- when to check -----------------------------------------------------------------------------------
     @hookimpl

@@ -53,6 +53,7 @@ class SWA(WeightAveraging):
         self.annealing_strategy = annealing_strategy
         self.scheduler: SWALR | None = None
         self._start = 0
+        self._train_loader: Any = None
         self._annealed_epoch = -1  # the last epoch whose start stepped SWALR (a resumed epoch starts twice)
         self._avg_fn = get_swa_multi_avg_fn()
 
@@ -113,10 +114,17 @@ class SWA(WeightAveraging):
     def on_train_end(self, trainer: Any, module: Any) -> None:
         super().on_train_end(trainer, module)
         if self.apply_at_end and self._backup is not None and _has_batchnorm(module):
-            loader = trainer._checkpointing.train_data.original if trainer._checkpointing.train_data else None
+            loader = self._train_loader
             if loader is not None:
                 device = next(module.parameters()).device
                 update_bn(loader, module, device=device)
+
+    @hookimpl(wrapper=True)
+    def process_dataloader(self, stage: str) -> Any:
+        loader = yield  # the training data as the strategy prepared it, for update_bn
+        if stage == "train":
+            self._train_loader = loader
+        return loader
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()

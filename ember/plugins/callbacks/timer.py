@@ -64,22 +64,12 @@ class Timer:
             return None
         return self._duration.total_seconds() - self.time_elapsed(stage)
 
-    # -- state -------------------------------------------------------------------------------------------
+    # -- state: kept in checkpoint["plugins"][identity] by core.checkpoint, saved once and restored once -----
     def state_dict(self) -> dict[str, Any]:
         return {"time_elapsed": {stage: self.time_elapsed(stage) for stage in _STAGES}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._offset.update(state.get("time_elapsed", {}))
-
-    @hookimpl
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint.setdefault("callbacks", {})[self.identity] = self.state_dict()
-
-    @hookimpl
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        state = checkpoint.get("callbacks", {}).get(self.identity)
-        if state:
-            self.load_state_dict(state)
 
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl

@@ -56,13 +56,10 @@ class FP16Mixed:
         self.scaler.update()
         return True
 
-    @hookimpl
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self._scaler is not None:
-            checkpoint.setdefault("plugins", {})[self.identity] = {"scaler": self.scaler.state_dict()}
+    # -- state: kept in checkpoint["plugins"][identity] by core.checkpoint ---------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {"scaler": self._scaler.state_dict()} if self._scaler is not None else {}
 
-    @hookimpl
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        state = checkpoint.get("plugins", {}).get(self.identity)
-        if state and self._scaler is not None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "scaler" in state:
             self.scaler.load_state_dict(state["scaler"])

@@ -1,0 +1,164 @@
+"""``self.log``: where a logged value goes, and when it reaches ``callback_metrics`` and the loggers.
+
+:class:`MetricLog` belongs to the loop. It records each value in the current stage's
+:class:`~ember.core.results.Results` (chosen by the loop's :class:`~ember.core.state.LogContext`), publishes
+step values at once and epoch values when the loop ends an epoch, and hands both to the ``log_metrics`` hook
+at the points the loop chooses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
+from ember.core.state import LogContext, Progress
+
+if TYPE_CHECKING:
+    from ember.core.trainer import Trainer
+
+
+class MetricLog:
+    """The metrics of one trainer: ``callback_metrics``, ``logged_metrics`` and the progress bar's."""
+
+    def __init__(self, trainer: Trainer, context: LogContext, progress: Progress) -> None:
+        self.trainer = trainer
+        self.context = context
+        self.progress = progress
+        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self.logged_metrics: dict[str, torch.Tensor] = {}
+        self.progress_bar_metrics: dict[str, torch.Tensor] = {}
+        self._batch_size: tuple[Any, float] | None = None  # (batch, its inferred size)
+
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
+            on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+            batch_size: int | None = None) -> None:
+        """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
+        ctx = self.context
+        results = ctx.results
+        if results is None:
+            raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
+        key = name if ctx.num_dataloaders == 1 else f"{name}/dataloader_idx_{ctx.dataloader_idx}"
+        entry = results.entries.get(key)
+        if entry is None:
+            d_step, d_epoch, _ = ctx.defaults
+            on_step = d_step if on_step is None else on_step
+            on_epoch = d_epoch if on_epoch is None else on_epoch
+            entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
+                                sync_dist)
+            results.entries[key] = entry
+        tensor = to_tensor(name, value)
+        entry.serial = self.progress.batches_seen
+        if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
+            entry.add_metric(tensor)
+            if entry.on_step and entry.last is not None:
+                self.publish_step(entry, entry.last)
+            if ctx.defaults[2] and entry.on_epoch:
+                self.publish_epoch_value(entry, entry.compute())
+            return
+        weight = 1.0
+        if entry.on_epoch and entry.reduce_fx == "mean":
+            weight = float(batch_size) if batch_size is not None else self.batch_size()
+        entry.add(tensor, weight)
+        if entry.on_step:
+            t = self.trainer
+            if entry.sync_dist and t.world_size > 1:  # the step value shown and logged is the global one
+                tensor = entry.last = t.hook.reduce(trainer=t, tensor=tensor, op=_sync_op(entry))
+            self.publish_step(entry, tensor)
+        if ctx.defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
+            self.publish_epoch_value(entry, entry.compute())
+
+    def batch_size(self) -> float:
+        """The current batch's size (the weight of a mean), inferred once per batch."""
+        batch = self.context.batch
+        cached = self._batch_size
+        if cached is not None and cached[0] is batch:
+            return cached[1]
+        found = _infer_batch_size(batch)
+        self._batch_size = (batch, found)
+        return found
+
+    def publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
+        if self.trainer.sanity_checking:
+            return
+        key = entry.step_key
+        self.callback_metrics[key] = value
+        if entry.logger:
+            self.logged_metrics[key] = value
+        if entry.prog_bar:
+            self.progress_bar_metrics[key] = value
+
+    def publish_epoch_value(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
+        t = self.trainer
+        if value is None or t.sanity_checking:
+            return
+        if entry.sync_dist and t.world_size > 1 and entry.metric is None:
+            value = t.hook.reduce(trainer=t, tensor=value, op=_sync_op(entry))
+        key = entry.epoch_key
+        self.callback_metrics[key] = value
+        if entry.on_step:
+            self.callback_metrics[entry.name] = value
+        if entry.logger:
+            self.logged_metrics[key] = value
+        if entry.prog_bar:
+            self.progress_bar_metrics[key] = value
+
+    def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
+        """Reduce the epoch values of ``results`` into ``callback_metrics`` (not during sanity checking)."""
+        out = {}
+        for key, (entry, value) in results.epoch_values().items():
+            self.publish_epoch_value(entry, value)
+            out[key] = self.callback_metrics.get(f"{key}_epoch" if entry.on_step else key, value)
+        return out
+
+    def write_step(self, results: Results) -> None:
+        """Hand the values the batch that just ended logged per step to the ``log_metrics`` hook."""
+        t = self.trainer
+        if not t.is_global_zero or t.sanity_checking:
+            return
+        serial = self.progress.batches_seen - 1
+        fresh = {(f"{k}_step" if e.on_epoch else k): e.last for k, e in results.entries.items()
+                 if e.on_step and e.logger and e.last is not None and e.serial == serial}
+        if fresh:
+            self._write(fresh)
+
+    def write_epoch(self, results: Results) -> None:
+        """Hand the epoch values of ``results`` to the ``log_metrics`` hook."""
+        t = self.trainer
+        if not t.is_global_zero or t.sanity_checking:
+            return
+        values = {}
+        for key, entry in results.entries.items():
+            if entry.on_epoch and entry.logger:
+                name = f"{key}_epoch" if entry.on_step else key
+                value = self.callback_metrics.get(name)
+                if value is not None:
+                    values[name] = value
+        if values:
+            self._write(values)
+
+    def _write(self, values: dict[str, Any]) -> None:
+        t, progress = self.trainer, self.progress
+        metrics = to_floats(values)
+        metrics["epoch"] = float(progress.current_epoch)
+        t.hook.log_metrics(trainer=t, metrics=metrics, step=progress.global_step)
+
+
+def _sync_op(entry: MetricEntry) -> str:
+    """The collective that ``sync_dist`` applies: the entry's own reduction, or a mean for a callable one."""
+    return entry.reduce_fx if isinstance(entry.reduce_fx, str) else "mean"
+
+
+def _infer_batch_size(batch: Any) -> float:
+    if isinstance(batch, torch.Tensor):
+        return float(batch.shape[0]) if batch.dim() else 1.0
+    if isinstance(batch, dict):
+        batch = list(batch.values())
+    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
+        for item in batch:
+            size = _infer_batch_size(item)
+            if size:
+                return size
+    return 1.0

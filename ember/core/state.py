@@ -1,0 +1,164 @@
+"""The run's state, in small records the loop owns.
+
+- :class:`TrainerState`: which entry point runs (``fn``), which stage (``stage``) and how it went (``status``);
+  ``trainer.state``, with Lightning's ``.fn``/``.stage``/``.status``/``.finished``.
+- :class:`Progress`: the fit loop's counters (epoch, optimizer steps, batch, batches seen, ``should_stop``);
+  read through ``trainer.current_epoch``, ``trainer.global_step``, ``trainer.batch_idx``, ``trainer.should_stop``.
+  A checkpoint saves it as one :class:`FitProgress` and restores it as one.
+- :class:`LogContext`: what ``self.log`` needs to know about the moment it is called in (the stage's
+  results, the default ``on_step``/``on_epoch``, the dataloader index and count, the current batch).
+
+The loop writes these records; plugins and the module read them through the Trainer's properties.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ember.core.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from ember.core.results import Results
+
+_FNS = (None, "fit", "validate", "test", "predict")
+_STAGES = (None, "train", "validate", "test", "predict")
+_STATUSES = ("initializing", "running", "finished", "interrupted", "failed", "launched")
+_PHASES = ("epoch_start", "batch")
+
+
+def _one_of(allowed: tuple) -> Any:
+    def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+        if value not in allowed:
+            raise ValueError(f"trainer.state.{attribute.name}={value!r} is not one of {allowed}.")
+
+    return check
+
+
+@attrs.define(slots=True)
+class TrainerState:
+    """What the trainer is doing: ``fn`` (the entry point), ``stage`` (the loop running now) and ``status``."""
+
+    fn: str | None = attrs.field(default=None, validator=_one_of(_FNS))
+    stage: str | None = attrs.field(default=None, validator=_one_of(_STAGES))
+    status: str = attrs.field(default="initializing", validator=_one_of(_STATUSES))
+    #: The ``setup`` hook ran in this run, so ``teardown`` runs at its end.
+    setup_done: bool = False
+    #: The validation running now is the sanity check before training.
+    sanity_checking: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "finished"
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+    # read-only mapping access, for code written against the earlier ``trainer.state["fn"]``
+    def __getitem__(self, name: str) -> Any:
+        if name not in _KEYS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self, name) if name in _KEYS else default
+
+
+_KEYS = frozenset(f.name for f in attrs.fields(TrainerState))
+
+
+def _phase(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in _PHASES:
+        raise CheckpointError(f"loops['fit']['phase']={value!r} is not one of {_PHASES}: the checkpoint is "
+                              "damaged or was written by an incompatible ember.")
+
+
+@attrs.frozen
+class FitProgress:
+    """The fit loop's counters as a checkpoint holds them (``loops["fit"]``), and the safe point it was
+    written at."""
+
+    #: ``trainer.current_epoch``.
+    epoch: int
+    #: ``trainer.global_step`` (optimizer steps).
+    global_step: int
+    #: Training batches processed in all epochs (for ``val_check_interval`` counted across epochs).
+    batches_seen: int
+    #: ``trainer.should_stop``.
+    should_stop: bool
+    #: ``"epoch_start"``: before epoch ``epoch`` drew its first batch (also before and after training);
+    #: ``"batch"``: after batch ``batch_idx`` of epoch ``epoch`` and its validation, if one was due.
+    phase: str = attrs.field(validator=_phase)
+    #: The last batch processed in this epoch (phase ``"batch"``), else -1.
+    batch_idx: int = -1
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FitProgress:
+        names = {f.name for f in attrs.fields(cls)}
+        try:
+            return cls(**{k: v for k, v in data.items() if k in names})
+        except TypeError as exc:
+            raise CheckpointError(f"loops['fit'] is incomplete ({exc}): the checkpoint is damaged.") from exc
+
+
+@attrs.define(slots=True)
+class Progress:
+    """The fit loop's counters. Only the loop writes them (and a plugin ``should_stop``)."""
+
+    #: Epochs completed (the index of the epoch running now).
+    current_epoch: int = 0
+    #: Optimizer steps taken.
+    global_step: int = 0
+    #: The index of the training batch running now, within its epoch.
+    batch_idx: int = 0
+    #: Training batches processed in all epochs.
+    batches_seen: int = 0
+    #: Set by a plugin or the module to end the fit at the next point where it may stop.
+    should_stop: bool = False
+
+    def snapshot(self, batch_idx: int | None = None) -> FitProgress:
+        """The counters as a checkpoint written now holds them: after batch ``batch_idx`` of the current epoch,
+        or (None) before the epoch's first batch."""
+        return FitProgress(epoch=self.current_epoch, global_step=self.global_step, batches_seen=self.batches_seen,
+                           should_stop=bool(self.should_stop), phase="epoch_start" if batch_idx is None else "batch",
+                           batch_idx=-1 if batch_idx is None else batch_idx)
+
+    def restore(self, saved: FitProgress) -> None:
+        """Continue from the counters of a checkpoint."""
+        self.current_epoch, self.global_step = saved.epoch, saved.global_step
+        self.batches_seen, self.should_stop = saved.batches_seen, saved.should_stop
+
+
+#: ``LogContext.defaults``: (default on_step, default on_epoch, called from an epoch-level hook).
+STEP = (True, False, False)
+EPOCH_HOOK = (False, True, True)
+EVAL_STEP = (False, True, False)
+
+
+@attrs.define(slots=True)
+class LogContext:
+    """Where a ``self.log`` call lands: set by the loop before each step and each epoch-level hook."""
+
+    #: The results of the stage running now (None outside a run: logging is an error there).
+    results: Results | None = None
+    #: (default on_step, default on_epoch, called from an epoch-level hook): see :data:`STEP`.
+    defaults: tuple[bool, bool, bool] = STEP
+    #: The index of the dataloader the current batch came from, and how many the stage has.
+    dataloader_idx: int = 0
+    num_dataloaders: int = 1
+    #: The current batch, after the transfer to the device (None between batches).
+    batch: Any = None
+
+    def enter(self, results: Results, num_dataloaders: int, defaults: tuple[bool, bool, bool]) -> None:
+        """A stage begins: its results receive what is logged from now on."""
+        self.results, self.num_dataloaders, self.dataloader_idx = results, num_dataloaders, 0
+        self.defaults = defaults
+
+    def saved(self) -> tuple[Any, ...]:
+        return self.results, self.defaults, self.dataloader_idx, self.num_dataloaders, self.batch
+
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        self.results, self.defaults, self.dataloader_idx, self.num_dataloaders, self.batch = saved
