@@ -68,3 +68,14 @@ def test_demo_reuses_the_plot_module() -> None:
 
     assert ember.demo.save_curves is ember.plot.save_curves
     assert re.search(r"def save_curves", Path(ember.demo.__file__).read_text()) is None
+
+
+def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    page = Path(__file__).resolve().parents[1] / "docs" / "logging.md"
+    text = page.read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text[text.index("## Plotting a run"):], flags=re.S | re.M)
+    assert blocks
+    monkeypatch.chdir(tmp_path)
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"{page.name} (plot block {i + 1})", "exec"), {"__name__": "plot_doc"})
+    assert list(tmp_path.glob("**/curves.png"))
