@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core import seed
 from ember.core.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def stage_loaders(trainer: Trainer, stage: str, given: Any) -> list[Any]:
     out = []
     for loader in items:
         processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
-        out.append(loader if processed is None else processed)
+        out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
     return out
 
 

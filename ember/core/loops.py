@@ -18,7 +18,6 @@ implements is None and is skipped for the price of an attribute test.
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from ember.core import seed
 from ember.core.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.evaluation import EvaluationLoop
@@ -126,8 +126,7 @@ class Loops:
         if h.setup_environment is not None:
             h.setup_environment(trainer=t)
         if cfg.deterministic:
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True, warn_only=cfg.deterministic == "warn")
+            seed.use_deterministic(t, cfg.deterministic)  # put back when the run ends
         if cfg.benchmark is not None:
             torch.backends.cudnn.benchmark = cfg.benchmark
         t.root_device = h.root_device(trainer=t)

@@ -13,7 +13,7 @@ import attrs
 import pluggy
 import torch
 
-from ember.core import discovery, tracing
+from ember.core import discovery, seed, tracing
 from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
@@ -382,6 +382,7 @@ class Trainer(TrainerProperties):
                 if self.hook.teardown is not None and self.state.setup_done:
                     self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
+                seed.restore_deterministic(self)
                 if self.tracer is not None:
                     self.tracer.stop()
                 for plugin in reversed(registered):
