@@ -46,6 +46,10 @@ LIBRARY_PRIVATE = {
     "hang_watchdog.py: sys._current_frames": "documented: every thread's stack for the hang report",
     "hang_watchdog.py: dist.distributed_c10d._get_default_store": "the process group's store, to tell the other "
                                                                   "ranks about a hang; torch has no public getter",
+    "swa.py: torch.nn.modules.batchnorm._BatchNorm": "the base of every batch-norm layer, as torch's own "
+                                                     "swa_utils.update_bn tests for it",
+    "weight_averaging.py: torch._foreach_copy_": "one kernel copies every averaged tensor back, as torch's "
+                                                 "optimizers' foreach paths do",
     "grad_norm.py: torch._foreach_norm": "one kernel for every gradient's norm, as torch's clip_grad_norm_ does",
     "nan_guard.py: torch._foreach_norm": "one kernel for every gradient's norm, as torch's clip_grad_norm_ does",
     "dcp_reader.py: metadata._MEM_FORMAT_ENCODING": "DCP metadata holds it: the restricted unpickler must allow it",

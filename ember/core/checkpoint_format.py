@@ -205,6 +205,10 @@ def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, st
     return module
 
 
+#: Optimizer flags that choose an implementation, not the algorithm; torch adds new ones over versions.
+_OPTIMIZER_SWITCHES = {"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"}
+
+
 def check_optimizer_state(index: int, optimizer: Any, state: Any, path: str | None) -> None:
     """A CheckpointError, before anything is loaded, when ``state`` cannot be this optimizer's: other parameter
     groups, other group sizes, or another kind of optimizer (torch would fail later, or silently misbehave)."""
@@ -217,13 +221,16 @@ def check_optimizer_state(index: int, optimizer: Any, state: Any, path: str | No
                               f"group(s) in this run, {len(groups)} in the checkpoint. configure_optimizers() must "
                               "build the groups it built when the checkpoint was written.")
     for g, (saved, current) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
-        extra = sorted(set(saved) - set(current) - {"params"})
-        if extra:
+        # Schedulers and averaging add their own keys to a group (initial_lr, swa_lr): only settings this run's
+        # optimizer has and the saved group lacks tell another kind of optimizer (torch's on/off switches aside,
+        # which newer torch versions add and fill in on load).
+        missing = sorted(set(optimizer.defaults) - set(saved) - _OPTIMIZER_SWITCHES)
+        if missing:
             raise CheckpointError(
-                f"{path}: parameter group {g} of optimizer {index} was saved by an optimizer with the settings "
-                f"{extra}, which this run's {name} does not have: configure_optimizers() returns another kind of "
-                "optimizer than when the checkpoint was written (e.g. SGD then, Adam now). Resume with the same "
-                "optimizer, or load only the weights (Module.load_from_checkpoint) and start a new fit.")
+                f"{path}: parameter group {g} of optimizer {index} was saved without the settings {missing}, which "
+                f"this run's {name} has: configure_optimizers() returns another kind of optimizer than when the "
+                "checkpoint was written (e.g. SGD then, Adam now). Resume with the same optimizer, or load only the "
+                "weights (Module.load_from_checkpoint) and start a new fit.")
         if len(saved.get("params", ())) != len(current["params"]):
             raise CheckpointError(f"{path}: parameter group {g} of optimizer {index} ({name}) holds "
                                   f"{len(current['params'])} parameters in this run, {len(saved.get('params', ()))} "
