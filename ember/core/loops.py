@@ -216,6 +216,11 @@ class Loops:
         training = self.training
         training.train_loader = t.checkpointing.train_loader(train[0])
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
+        if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
+            raise ConfigurationError(
+                "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
+                "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
+                "purpose.")
         training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
         t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
         self._check_val_interval()

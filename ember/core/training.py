@@ -246,6 +246,9 @@ class TrainingLoop:
 
     def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
         t = self.t
+        if isinstance(clip_val, bool) or not isinstance(clip_val, (int, float)) or not 0 <= clip_val < float("inf"):
+            raise ConfigurationError(f"clip_gradients(gradient_clip_val={clip_val!r}) is invalid: expected a finite "
+                                     "number >= 0.")
         return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
                                      algorithm=algorithm)
 
