@@ -282,7 +282,6 @@ class Checkpointing:
             return None
         t = self.trainer
         path = t.ckpt_path
-        progress = t.loop.load_state_dict(checkpoint, path)
         states = checkpoint.get("optimizer_states", [])
         if len(states) == len(t.optimizers):  # else _load_list names the counts
             for i, (optimizer, state) in enumerate(zip(t.optimizers, states, strict=True)):
@@ -298,6 +297,7 @@ class Checkpointing:
                                       f"{len(params)}.")
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
+        progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():
             if key in states:
