@@ -220,8 +220,12 @@ class _Monitor:
         if not any(records[r]["count"] > 0 for r in stalled):  # the clock runs from a process's first event
             return ""
         frozen = [r for r in stalled if now - self.seen[r][3] > self.timeout]
-        least = min(records[r]["count"] for r in stalled)
-        culprits = frozen or [r for r in stalled if records[r]["count"] == least]
+        # The first process past the timeout may be one that ran ahead into a collective and waits there for
+        # the stuck one, which stopped a moment later: every process that has stood still for a couple of
+        # heartbeats is a suspect, and the one that got least far is blamed.
+        still = [r for r in records if now - self.seen[r][2] > min(self.timeout, 2 * self.interval)]
+        least = min(records[r]["count"] for r in still)
+        culprits = frozen or [r for r in still if records[r]["count"] == least]
         verdict = json.dumps({"message": _message(culprits, records, self.timeout, bool(frozen)),
                               "culprits": culprits})
         # the first verdict stands: every process reports the same one
