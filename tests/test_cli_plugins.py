@@ -149,7 +149,7 @@ def test_hooks_full_text_json_and_family(capsys) -> None:
 
     assert main(["hooks", "--json", "--family", "configuration"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [d["name"] for d in data] == ["configure"]
+    assert [d["name"] for d in data] == ["configure", "add_options"]
     assert data[0]["params"] == [{"name": "trainer", "annotation": "Trainer", "doc": "the trainer."}]
 
     assert main(["hooks", "on_fit_strat"]) == 2

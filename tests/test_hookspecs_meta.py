@@ -28,6 +28,11 @@ NOT_CALLED_YET = {
     "mixed_precision_dtype": "strategies that cast parameters themselves",
 }
 
+#: Hooks called outside a run, so no run's recorder sees them; each names the test that checks the call.
+CALLED_OUTSIDE_RUNS = {
+    "add_options": "on plugin classes, by ember.core.options.declarations(): tests/test_options.py",
+}
+
 
 def _normalised(text: str) -> str:
     return " ".join(text.split())
@@ -186,7 +191,7 @@ def called_hooks(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
 
 
 def test_every_spec_is_called_by_a_representative_run(called_hooks: set[str]) -> None:
-    never = sorted({s.name for s in ALL_SPECS} - called_hooks - set(NOT_CALLED_YET))
+    never = sorted({s.name for s in ALL_SPECS} - called_hooks - set(NOT_CALLED_YET) - set(CALLED_OUTSIDE_RUNS))
     assert not never, f"hooks no representative run calls: {never}; add a run that reaches them"
 
 

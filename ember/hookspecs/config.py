@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ember.hookspecs.markers import hookspec
 
 if TYPE_CHECKING:
+    from ember.core.options import OptionRegistry
     from ember.core.trainer import Trainer
 
 
@@ -20,4 +21,20 @@ def configure(trainer: Trainer) -> None:
     frozen Trainer configuration.
 
     :param trainer: the trainer.
+    """
+
+
+@hookspec
+def add_options(options: OptionRegistry) -> None:
+    """Declare the Trainer arguments this plugin owns (like pytest's ``pytest_addoption``).
+
+    Called once per process and set of installed plugins, on the plugin's class (implement it as a
+    ``@staticmethod``), before any Trainer argument is checked: ``options.add(name, type=..., default=...,
+    help=..., validate=..., switches=...)`` declares an argument, ``options.default_of(role)`` makes this plugin
+    the one ``Trainer(<role>=True)`` selects. The Trainer then accepts the argument, checks it with
+    ``validate`` (raise ``ember.ConfigurationError`` naming the argument, the value and what is allowed) and
+    exposes it as ``trainer.config.<name>``; ``switches`` makes a value other than False/None switch this
+    plugin on. ``ember.core.options.declared_options()`` lists every declared argument.
+
+    :param options: the registry to declare the arguments in.
     """

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "AddOptions",
     "AllGather",
     "Backward",
     "Barrier",
@@ -104,6 +105,7 @@ if TYPE_CHECKING:
 
     import torch
 
+    from ember.core.options import OptionRegistry
     from ember.core.trainer import Trainer
 
     class PrepareData(Protocol):
@@ -646,6 +648,13 @@ if TYPE_CHECKING:
 
         def configure(self, trainer: Trainer) -> None:
             """Check or adjust the configuration of a run."""
+            return None
+
+    class AddOptions(Protocol):
+        """``add_options`` (configuration hook)."""
+
+        def add_options(self, options: OptionRegistry) -> None:
+            """Declare the Trainer arguments this plugin owns (like pytest's ``pytest_addoption``)."""
             return None
 
     class EventHooks(

@@ -234,6 +234,7 @@ def render_protocols() -> str:
         "",
         "    import torch",
         "",
+        "    from ember.core.options import OptionRegistry",
         "    from ember.core.trainer import Trainer",
     ]
     for spec in all_specs:
