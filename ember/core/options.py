@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from ember.core.errors import ConfigurationError, PluginError
+from ember.core.errors import ConfigurationError, PluginError, suggest
 
 #: The identity under which core's own arguments are listed.
 CORE = "core"
@@ -49,8 +49,9 @@ class OptionRegistry:
     """What an ``add_options`` implementation receives: ``add`` declares an argument, ``default_of`` makes the
     declaring plugin the default of a role."""
 
-    def __init__(self, plugin: str, found: dict[str, Option], defaults: dict[str, str]) -> None:
-        self._plugin, self._found, self._defaults = plugin, found, defaults
+    def __init__(self, plugin: str, found: dict[str, Option], defaults: dict[str, str],
+                 switches: list[tuple[str, str, str]]) -> None:
+        self._plugin, self._found, self._defaults, self._switches = plugin, found, defaults, switches
 
     def add(self, name: str, *, type: str, default: Any, help: str, validate: Callable[[Any], Any] | None = None,
             switches: str | None = None) -> None:
@@ -60,6 +61,14 @@ class OptionRegistry:
             raise PluginError(f"plugin {self._plugin!r} declares the Trainer argument {name!r}, which "
                               f"{other.plugin!r} declares already; rename one of them.")
         self._found[name] = Option(name, type, default, help, self._plugin, validate, switches)
+        if switches is not None:
+            self._switches.append((name, self._plugin, switches))
+
+    def switched_on_by(self, name: str, *, replaced_by: str) -> None:
+        """Let an argument declared elsewhere (one of core's, such as ``log_every_n_steps``) switch the declaring
+        plugin on: a value other than False/None does, unless the user passed a plugin whose identity starts
+        with ``replaced_by``."""
+        self._switches.append((name, self._plugin, replaced_by))
 
     def default_of(self, role: str) -> None:
         """Make the declaring plugin the one ``Trainer(<role>=True)`` selects (the CSV logger for ``logger``)."""
@@ -68,10 +77,13 @@ class OptionRegistry:
 
 @attrs.frozen
 class Declarations:
-    """Every declared Trainer argument, by name, and the default plugin of each role that has one."""
+    """Every declared Trainer argument, by name; the default plugin of each role that has one; and which
+    argument switches which plugin on: (argument, plugin identity, identity prefix of the plugins that replace
+    it), in the order of the plugins' identities."""
 
     options: dict[str, Option]
     defaults: dict[str, str]
+    switches: list[tuple[str, str, str]]
 
     def of_plugins(self) -> list[Option]:
         return [o for o in self.options.values() if o.plugin != CORE]
@@ -118,9 +130,10 @@ def _read_declarations(infos: Mapping[str, tuple[Any, ...]]) -> Declarations:
             pm.register(plugin, name=identity)
     found = {option.name: option for option in core_options()}
     defaults: dict[str, str] = {}
+    switches: list[tuple[str, str, str]] = []
 
     def scoped(impl: pluggy.HookImpl) -> pluggy.HookImpl:
-        registry = OptionRegistry(impl.plugin_name, found, defaults)
+        registry = OptionRegistry(impl.plugin_name, found, defaults, switches)
         function = impl.function
 
         def add_options(options: Any) -> None:
@@ -129,7 +142,11 @@ def _read_declarations(infos: Mapping[str, tuple[Any, ...]]) -> Declarations:
         return pluggy.HookImpl(impl.plugin, impl.plugin_name, add_options, impl.opts)
 
     HookTable(pm).call_each("add_options", scoped, options=None)
-    return Declarations(found, defaults)
+    unknown = [(name, plugin) for name, plugin, _ in switches if name not in found]
+    if unknown:
+        raise PluginError(f"plugin {unknown[0][1]!r} is switched on by the Trainer argument {unknown[0][0]!r}, "
+                          f"which nothing declares.{suggest(unknown[0][0], found)}")
+    return Declarations(found, defaults, switches)
 
 
 class _DeclarationManager(pluggy.PluginManager):

@@ -183,15 +183,13 @@ class Trainer:
         """The plugins that one of their declared Trainer arguments switches on (progress bar, model summary,
         timer, ...: ``switches`` in :mod:`ember.core.options`), unless the user passed a plugin that takes
         their place."""
-        for option in options.declarations().of_plugins():
-            if option.switches is None:
-                continue
-            identity, replaced_by, value = option.plugin, option.switches, self.config.plugin_options[option.name]
+        for name, identity, replaced_by in options.declarations().switches:
+            value = getattr(self.config, name)
             role = replaced_by[:-1] if replaced_by.endswith(".") else None
             passed = [ident for ident, p in self.extra_plugins
                       if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
             if value is False and passed:
-                raise ConfigurationError(f"Trainer({option.name}=False) conflicts with {passed[0]!r} passed in "
+                raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0]!r} passed in "
                                          f"callbacks/plugins; remove one of them.")
             if value is None or value is False or passed or identity in self.blocked:
                 continue
