@@ -13,7 +13,7 @@ import torch
 
 import ember
 from ember.hookspecs import spec_modules
-from ember.hookspecs.reference import SpecRecord, render_protocols, specs
+from ember.hookspecs.reference import SpecRecord, render_markdown, render_protocols, specs
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
 ALL_SPECS = specs()
@@ -55,6 +55,21 @@ def test_every_spec_is_documented_in_the_required_shape(spec: SpecRecord) -> Non
     assert all(p.annotation for p in spec.params) and spec.returns, f"{spec.name}: annotate every argument"
     if "trainer" in names:
         assert names[0] == "trainer", f"{spec.name}: 'trainer' comes first"
+
+
+#: What a spec's ``:ranks:`` field may say (the contract for plugin authors, shown in docs/hooks.md).
+RANKS = {"every rank", "global rank 0 only", "local rank 0 of each node; the other ranks wait at a barrier",
+         "every process, before any process group exists",
+         "every process, once per set of installed plugins, outside any run"}
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: s.name)
+def test_every_spec_states_its_ranks_and_whether_it_may_be_wrapped(spec: SpecRecord) -> None:
+    assert spec.ranks in RANKS, f"{spec.name}: ':ranks:' must be one of {sorted(RANKS)}, not {spec.ranks!r}"
+    assert spec.wrap == "yes" or spec.wrap.startswith("no: "), \
+        f"{spec.name}: ':wrap:' must be 'yes' or 'no: <why>', not {spec.wrap!r}"
+    assert f"- runs on: {spec.ranks}" in render_markdown()
+
 
 
 @pytest.mark.parametrize("module", spec_modules(), ids=lambda m: m.__name__)

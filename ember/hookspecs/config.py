@@ -20,6 +20,8 @@ def configure(trainer: Trainer) -> None:
     message should name the argument, the value and what is allowed. ``trainer.config`` is the validated,
     frozen Trainer configuration.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     """
 
@@ -36,5 +38,7 @@ def add_options(options: OptionRegistry) -> None:
     exposes it as ``trainer.config.<name>``; ``switches`` makes a value other than False/None switch this
     plugin on. ``ember.core.options.declared_options()`` lists every declared argument.
 
+    :ranks: every process, once per set of installed plugins, outside any run
+    :wrap: no: called once per plugin class, each with a registry of its own
     :param options: the registry to declare the arguments in.
     """

@@ -71,6 +71,8 @@ def prepare_data(trainer: Trainer) -> None:
     Called at the start of every run, before ``setup``, on local rank 0 only; other ranks wait at a barrier.
     Do not assign state here: it does not reach the other processes.
 
+    :ranks: local rank 0 of each node; the other ranks wait at a barrier
+    :wrap: yes
     :param trainer: the running trainer.
 
     Wrapping is allowed.
@@ -84,6 +86,8 @@ def setup(trainer: Trainer, module: Any, stage: str) -> None:
     Called once per run on every rank, after ``prepare_data`` and the process group is up, before the module
     is moved to its device and before ``configure_model``. The DataModule's ``setup`` runs first.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param stage: the run's stage.
@@ -98,6 +102,8 @@ def configure_model(trainer: Trainer, module: Any) -> None:
     too large to build on one device: create layers here so a sharding strategy can place them directly.
     Must be idempotent: it runs again for each ``fit``/``validate``/``test``/``predict`` call.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -109,6 +115,8 @@ def teardown(trainer: Trainer, module: Any, stage: str) -> None:
 
     Called once per run on every rank, last, also after an exception.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param stage: the run's stage.
@@ -119,6 +127,8 @@ def teardown(trainer: Trainer, module: Any, stage: str) -> None:
 def on_fit_start(trainer: Trainer, module: Any) -> None:
     """Called once at the very beginning of ``fit``, after ``configure_optimizers`` and before sanity checking.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -128,6 +138,8 @@ def on_fit_start(trainer: Trainer, module: Any) -> None:
 def on_fit_end(trainer: Trainer, module: Any) -> None:
     """Called once at the very end of ``fit``, after ``on_train_end``, before ``teardown``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -139,6 +151,8 @@ def on_sanity_check_start(trainer: Trainer, module: Any) -> None:
 
     Not called when there is no validation data or ``num_sanity_val_steps`` is 0.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer (``trainer.sanity_checking`` is True until ``on_sanity_check_end``).
     :param module: the user's module.
     """
@@ -148,6 +162,8 @@ def on_sanity_check_start(trainer: Trainer, module: Any) -> None:
 def on_sanity_check_end(trainer: Trainer, module: Any) -> None:
     """Called after the sanity validation run of ``fit``; its metrics are discarded right after.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -162,6 +178,8 @@ def on_sanity_check_end(trainer: Trainer, module: Any) -> None:
 def on_train_start(trainer: Trainer, module: Any) -> None:
     """Called once per ``fit`` after the sanity check, before the first training epoch.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -171,6 +189,8 @@ def on_train_start(trainer: Trainer, module: Any) -> None:
 def on_train_end(trainer: Trainer, module: Any) -> None:
     """Called once per ``fit`` after the last training epoch (also when ``should_stop`` ended it).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -180,6 +200,8 @@ def on_train_end(trainer: Trainer, module: Any) -> None:
 def on_train_epoch_start(trainer: Trainer, module: Any) -> None:
     """Called at the start of every training epoch, with the module in train mode.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer; ``trainer.current_epoch`` is the epoch about to run.
     :param module: the user's module.
     """
@@ -193,6 +215,8 @@ def on_train_epoch_end(trainer: Trainer, module: Any) -> None:
     (checkpointing, early stopping) use ``trylast`` so that they see what the module logged here. Epoch
     metrics logged in ``training_step`` are in ``trainer.callback_metrics`` when this is called.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -202,6 +226,8 @@ def on_train_epoch_end(trainer: Trainer, module: Any) -> None:
 def on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None:
     """Called per micro-batch, after the batch is on its device and before ``training_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch, on the device.
@@ -215,6 +241,8 @@ def on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: i
 def on_train_batch_end(trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
     """Called per micro-batch, after backward, the optimizer step (when one was due) and the scheduler step.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer; ``trainer.global_step`` already counts this batch's step.
     :param module: the user's module.
     :param outputs: what ``training_step`` returned, normalised to a dict with a ``"loss"`` key (or None).
@@ -235,6 +263,8 @@ def on_before_zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Op
     Under automatic optimization: after ``training_step`` on the first micro-batch of an accumulation window,
     before ``zero_grad``. Inspect the gradients of the previous step here.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param optimizer: the optimizer whose gradients are about to be zeroed.
@@ -245,6 +275,8 @@ def on_before_zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Op
 def on_before_backward(trainer: Trainer, module: Any, loss: torch.Tensor) -> None:
     """Called per micro-batch right before ``backward``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param loss: the loss about to be backpropagated, already divided by ``accumulate_grad_batches``, not
@@ -259,6 +291,8 @@ def on_after_backward(trainer: Trainer, module: Any) -> None:
     Under 16-mixed the gradients are still multiplied by the scaler's factor here; under accumulation they
     are the sum so far. Inspect unscaled gradients in ``on_before_optimizer_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -270,6 +304,8 @@ def on_before_optimizer_step(trainer: Trainer, module: Any, optimizer: torch.opt
 
     Gradients are unscaled (16-mixed) and not yet clipped: this is the place to log gradient norms.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer; ``trainer.global_step`` does not yet count this step.
     :param module: the user's module.
     :param optimizer: the optimizer about to step.
@@ -285,6 +321,8 @@ def on_before_optimizer_step(trainer: Trainer, module: Any, optimizer: torch.opt
 def on_before_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
     """Alter a batch before it is moved to the device (per micro-batch, every stage).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch as the loader yielded it.
@@ -297,6 +335,8 @@ def on_before_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataload
 def on_after_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
     """Alter a batch after it is on the device, e.g. for GPU augmentation (per micro-batch, every stage).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch on the device.
@@ -315,6 +355,8 @@ def on_validation_model_eval(trainer: Trainer, module: Any) -> None:
     """Called at the start of every validation run, before ``on_validation_start``; the module is already in
     eval mode (set by the loop, so an implementation need not call ``module.eval()``).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -324,6 +366,8 @@ def on_validation_model_eval(trainer: Trainer, module: Any) -> None:
 def on_validation_model_train(trainer: Trainer, module: Any) -> None:
     """Called at the end of a validation run inside ``fit``, after the module is back in train mode.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -333,6 +377,8 @@ def on_validation_model_train(trainer: Trainer, module: Any) -> None:
 def on_test_model_eval(trainer: Trainer, module: Any) -> None:
     """Called at the start of a test run, before ``on_test_start``, with the module in eval mode.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -342,6 +388,8 @@ def on_test_model_eval(trainer: Trainer, module: Any) -> None:
 def on_predict_model_eval(trainer: Trainer, module: Any) -> None:
     """Called at the start of a predict run, before ``on_predict_start``, with the module in eval mode.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -351,6 +399,8 @@ def on_predict_model_eval(trainer: Trainer, module: Any) -> None:
 def on_validation_start(trainer: Trainer, module: Any) -> None:
     """Called at the start of every validation run (sanity check, inside ``fit``, or ``validate``).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -360,6 +410,8 @@ def on_validation_start(trainer: Trainer, module: Any) -> None:
 def on_validation_end(trainer: Trainer, module: Any) -> None:
     """Called at the end of every validation run, after ``on_validation_epoch_end``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -369,6 +421,8 @@ def on_validation_end(trainer: Trainer, module: Any) -> None:
 def on_validation_epoch_start(trainer: Trainer, module: Any) -> None:
     """Called once per validation run, before its first batch.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -378,6 +432,8 @@ def on_validation_epoch_start(trainer: Trainer, module: Any) -> None:
 def on_validation_epoch_end(trainer: Trainer, module: Any) -> None:
     """Called once per validation run, after its last batch; the run's epoch metrics are computed by then.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -387,6 +443,8 @@ def on_validation_epoch_end(trainer: Trainer, module: Any) -> None:
 def on_validation_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per validation batch, after device transfer and before ``validation_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch, on the device.
@@ -401,6 +459,8 @@ def on_validation_batch_end(
 ) -> None:
     """Called per validation batch, after ``validation_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param outputs: what ``validation_step`` returned.
@@ -414,6 +474,8 @@ def on_validation_batch_end(
 def on_test_start(trainer: Trainer, module: Any) -> None:
     """Called at the start of a test run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -423,6 +485,8 @@ def on_test_start(trainer: Trainer, module: Any) -> None:
 def on_test_end(trainer: Trainer, module: Any) -> None:
     """Called at the end of a test run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -432,6 +496,8 @@ def on_test_end(trainer: Trainer, module: Any) -> None:
 def on_test_epoch_start(trainer: Trainer, module: Any) -> None:
     """Called once per test run, before its first batch.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -441,6 +507,8 @@ def on_test_epoch_start(trainer: Trainer, module: Any) -> None:
 def on_test_epoch_end(trainer: Trainer, module: Any) -> None:
     """Called once per test run, after its last batch; the run's epoch metrics are computed by then.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -450,6 +518,8 @@ def on_test_epoch_end(trainer: Trainer, module: Any) -> None:
 def on_test_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per test batch, after device transfer and before ``test_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch, on the device.
@@ -464,6 +534,8 @@ def on_test_batch_end(
 ) -> None:
     """Called per test batch, after ``test_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param outputs: what ``test_step`` returned.
@@ -477,6 +549,8 @@ def on_test_batch_end(
 def on_predict_start(trainer: Trainer, module: Any) -> None:
     """Called at the start of a predict run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -486,6 +560,8 @@ def on_predict_start(trainer: Trainer, module: Any) -> None:
 def on_predict_end(trainer: Trainer, module: Any) -> None:
     """Called at the end of a predict run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -495,6 +571,8 @@ def on_predict_end(trainer: Trainer, module: Any) -> None:
 def on_predict_epoch_start(trainer: Trainer, module: Any) -> None:
     """Called once per predict run, before its first batch.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -504,6 +582,8 @@ def on_predict_epoch_start(trainer: Trainer, module: Any) -> None:
 def on_predict_epoch_end(trainer: Trainer, module: Any) -> None:
     """Called once per predict run, after its last batch.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     """
@@ -513,6 +593,8 @@ def on_predict_epoch_end(trainer: Trainer, module: Any) -> None:
 def on_predict_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per predict batch, after device transfer and before ``predict_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param batch: the batch, on the device.
@@ -527,6 +609,8 @@ def on_predict_batch_end(
 ) -> None:
     """Called per predict batch, after ``predict_step``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param outputs: what ``predict_step`` returned.
@@ -548,6 +632,8 @@ def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> Non
     Every implementation runs even if an earlier one raises; the original exception then propagates
     (a ``KeyboardInterrupt`` too). ``teardown`` follows.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param exception: the exception.
@@ -563,6 +649,8 @@ def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
     under ``checkpoint["plugins"][state_key or identity]``). Values must be tensors or plain containers of
     numbers and strings (checkpoints load with ``weights_only=True``).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param checkpoint: the checkpoint dict, to be modified in place.
@@ -573,6 +661,8 @@ def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
 def on_load_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
     """Restore from a checkpoint; called once per load, after the module's weights are loaded.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the running trainer.
     :param module: the user's module.
     :param checkpoint: the loaded checkpoint dict.

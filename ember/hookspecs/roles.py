@@ -37,6 +37,8 @@ def root_device(trainer: Trainer) -> torch.device:
     Called once per run, before ``setup``. The accelerator answers from ``trainer.devices`` and the local
     rank; a strategy may answer first.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a ``torch.device``. Stops at first non-None result.
     """
@@ -48,6 +50,8 @@ def setup_device(trainer: Trainer, device: torch.device) -> None:
 
     Called once per run on every rank, after ``root_device``, before the module is moved.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param device: the run's device.
     """
@@ -61,6 +65,8 @@ def batch_to_device(trainer: Trainer, batch: Any, device: torch.device, dataload
     ``on_after_batch_transfer``. The fallback moves every tensor in nested lists, tuples, dicts and
     dataclasses with ``non_blocking=True`` where the device is not the CPU.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param batch: the batch.
     :param device: the run's device.
@@ -81,6 +87,8 @@ def convert_module(trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module
     Called once per run, after ``configure_model`` and the move to the device, before the strategy wraps
     the module and before ``configure_optimizers``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the module.
     :returns: the converted module (may be the same object), or None to leave it. Stops at first non-None
@@ -94,6 +102,8 @@ def convert_input(trainer: Trainer, data: Any) -> Any:
 
     Called per micro-batch, every stage, after ``on_after_batch_transfer``. Only called when implemented.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param data: the batch.
     :returns: the converted batch, or None to leave it. Stops at first non-None result.
@@ -108,6 +118,8 @@ def mixed_precision_dtype(trainer: Trainer) -> torch.dtype | None:
     Asked by a strategy that casts parameters itself (FSDP's ``MixedPrecisionPolicy``), once per fit, so that it
     follows the precision without knowing the precision plugins. Only called when implemented.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: the compute dtype, or None when the precision is not a mixed one. Stops at first non-None result.
     """
@@ -122,6 +134,8 @@ def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, 
     when the strategy's ``setup_module`` answered a model other than the module. Precisions wrap this hook to
     enter ``torch.autocast``; a strategy may wrap it too (DDP skips the gradient sync while accumulating).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param model: the model as wrapped by the strategy (the module itself under single-device).
     :param module: the user's module.
@@ -143,6 +157,8 @@ def backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimi
     ``on_before_backward`` and ``on_after_backward``. The fallback calls ``loss.backward()``; 16-mixed scales
     the loss first.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param loss: the loss, divided by ``accumulate_grad_batches``.
     :param optimizer: the optimizer the loss belongs to (None where unknown, e.g. manual optimization).
@@ -156,6 +172,8 @@ def unscale_gradients(trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any
 
     Called once per optimizer step, right before ``on_before_optimizer_step``. Only 16-mixed does anything.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param optimizer: the optimizer about to step.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -172,6 +190,8 @@ def clip_gradients(
     ``gradient_clip_val`` is set (or from ``module.clip_gradients``). ``algorithm`` is ``"norm"`` or
     ``"value"``. A sharding strategy answers it to clip across shards.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer about to step.
@@ -188,6 +208,8 @@ def optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimiz
     Called once per optimizer step, after ``clip_gradients``. The fallback calls ``optimizer.step()``;
     16-mixed steps through its gradient scaler (which may skip the step on inf/NaN gradients).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer.
@@ -202,6 +224,8 @@ def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -
     Called once per optimizer step under automatic optimization, after ``on_before_zero_grad``. The fallback
     calls ``optimizer.zero_grad(set_to_none=True)``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer.
@@ -223,6 +247,8 @@ def distributed_info(trainer: Trainer) -> dict | None:
     variables); the fallback answers a single process. A strategy wraps it (``info = yield``) to read the
     answer: that is how strategies learn the job's shape without calling the environment.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a dict with ``global_rank``, ``local_rank``, ``node_rank`` and ``world_size``, and optionally
         ``local_world_size`` (processes on this node), ``num_nodes``, ``main_address`` and ``main_port``
@@ -245,6 +271,8 @@ def launch(trainer: Trainer, fn: str) -> int | None:
     other hook: the started processes did the work. A failure in a started process is raised from here, as
     an exception naming the rank and the original error (``on_exception`` then runs as for any error).
 
+    :ranks: every process, before any process group exists
+    :wrap: yes
     :param trainer: the trainer.
     :param fn: the entry point being run: ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``.
     :returns: the job's exit status, or None to run the loop in this process. Stops at first non-None
@@ -257,6 +285,8 @@ def setup_environment(trainer: Trainer) -> None:
     """Bring up what the strategy needs (e.g. the process group). Called once per run, before
     ``prepare_data``, on every rank.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     """
 
@@ -267,6 +297,8 @@ def model_sharded_context(trainer: Trainer) -> AbstractContextManager | None:
 
     Called once per run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a context manager, or None for none. Stops at first non-None result.
     """
@@ -282,6 +314,8 @@ def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
     the module's ``training_step`` (as ``DistributedDataParallel`` around a small forwarding module does).
     No plugin rewrites the module's methods.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the module on its device.
     :returns: the wrapped model, or None to use the module as is. Stops at first non-None result.
@@ -294,6 +328,8 @@ def process_dataloader(trainer: Trainer, dataloader: Any, stage: str) -> Any:
 
     Called once per loader and run, before the first batch is drawn from it.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param dataloader: the loader.
     :param stage: ``"train"``, ``"validate"``, ``"test"`` or ``"predict"``.
@@ -308,6 +344,8 @@ def reduce(trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
     Called when a plugin or ``self.log(..., sync_dist=True)`` asks; on every rank (a collective). The
     fallback returns the tensor unchanged.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param tensor: the local tensor.
     :param op: the reduction.
@@ -321,6 +359,8 @@ def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torc
 
     A collective: call it on every rank. The fallback adds the leading dimension of size 1.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param tensor: the local tensor.
     :param sync_grads: whether gradients flow back through the gather.
@@ -332,6 +372,8 @@ def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torc
 def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
     """Send a picklable object from rank ``src`` to all ranks. A collective.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param obj: the object (ignored on ranks other than ``src``).
     :param src: the sending rank.
@@ -343,6 +385,8 @@ def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
 def barrier(trainer: Trainer, name: str | None) -> Any:
     """Wait until every process reaches this point. A collective.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param name: an optional name for error messages.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -355,6 +399,8 @@ def reduce_boolean_decision(trainer: Trainer, decision: bool, all: bool) -> bool
 
     A collective; used for ``should_stop`` and by monitoring callbacks.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param decision: this rank's decision.
     :param all: require all ranks (True) or any rank (False).
@@ -373,6 +419,8 @@ def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
 
     Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param checkpoint: the checkpoint.
     :param path: the destination.
@@ -384,6 +432,8 @@ def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
 def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> dict:
     """Read a checkpoint dict from ``path``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer, or None when loading outside a run (``Module.load_from_checkpoint``).
     :param path: the file.
     :param weights_only: refuse anything but tensors and plain containers (the default).
@@ -395,6 +445,8 @@ def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> d
 def remove_checkpoint(trainer: Trainer, path: str) -> Any:
     """Delete a checkpoint written by ``save_checkpoint``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param path: the file.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -411,6 +463,8 @@ def last_checkpoint_path(trainer: Trainer) -> str | None:
     answered path). Every implementation answers; with no answer, core uses
     ``<default_root_dir>/checkpoints/last.ckpt``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a path, which need not exist yet, or None.
     """
@@ -426,6 +480,8 @@ def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requeste
     ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
     from ``signum`` alone.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param signum: the signal that stopped the fit.
     :param checkpoint_path: the checkpoint written, which the requeued job resumes from with
@@ -449,6 +505,8 @@ def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
     also holds ``epoch``. Values are Python floats, read off the device in one transfer only because a
     logger implements this hook: with no logger, the loop reads nothing.
 
+    :ranks: global rank 0 only
+    :wrap: yes
     :param trainer: the trainer.
     :param metrics: name to float.
     :param step: the ``global_step`` the values belong to.
@@ -461,6 +519,8 @@ def log_hyperparams(trainer: Trainer, params: dict) -> None:
 
     Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
 
+    :ranks: global rank 0 only
+    :wrap: yes
     :param trainer: the trainer.
     :param params: name to value.
     """
