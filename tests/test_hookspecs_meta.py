@@ -225,3 +225,23 @@ def test_the_runs_call_hooks_with_their_spec_arguments(tmp_path: Path) -> None:
     params = {s.name: [p.name for p in s.params] for s in ALL_SPECS}
     for (name, _), kwargs in zip(recorder.calls, recorder.kwargs, strict=True):
         assert sorted(kwargs) == sorted(params[name]), f"{name} called with {sorted(kwargs)}"
+
+
+def test_plugin_authors_see_a_typed_trainer(tmp_path: Path) -> None:
+    """Every hook's ``trainer`` is a TrainerLike, and a real Trainer is one (mypy checks the types statically)."""
+    from ember.hookspecs import TrainerLike
+
+    annotations = {p.annotation for spec in ALL_SPECS for p in spec.params if p.name == "trainer"}
+    assert annotations <= {"TrainerLike", "TrainerLike | None"}, annotations
+    seen: list[bool] = []
+
+    class Check:
+        def on_train_start(self, trainer: TrainerLike) -> None:
+            seen.append(isinstance(trainer, TrainerLike) and trainer.world_size == 1 and trainer.global_step == 0)
+
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, callbacks=[Check()], logger=False,
+                            enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                            default_root_dir=str(tmp_path))
+    trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])
+    assert seen == [True]
+    assert not isinstance(object(), TrainerLike)

@@ -8,7 +8,7 @@ import math
 import operator
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -644,3 +644,10 @@ def _looks_like_datamodule(obj: Any) -> bool:
     return any(callable(getattr(obj, n, None)) for n in
                ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
         isinstance(obj, torch.utils.data.DataLoader)
+
+
+if TYPE_CHECKING:
+    from ember.hookspecs.trainer import TrainerLike
+
+    def _satisfies_the_plugin_contract(trainer: Trainer) -> TrainerLike:
+        return trainer  # mypy checks that Trainer has every member of TrainerLike, with compatible types

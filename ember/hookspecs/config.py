@@ -8,11 +8,11 @@ from ember.hookspecs.markers import hookspec
 
 if TYPE_CHECKING:
     from ember.core.options import OptionRegistry
-    from ember.core.trainer import Trainer
+    from ember.hookspecs.trainer import TrainerLike
 
 
 @hookspec
-def configure(trainer: Trainer) -> None:
+def configure(trainer: TrainerLike) -> None:
     """Check or adjust the configuration of a run.
 
     Called once per ``fit``/``validate``/``test``/``predict`` call, after the run's plugins are registered and

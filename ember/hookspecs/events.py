@@ -56,7 +56,7 @@ from ember.hookspecs.markers import hookspec
 if TYPE_CHECKING:
     import torch
 
-    from ember.core.trainer import Trainer
+    from ember.hookspecs.trainer import TrainerLike
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 
 
 @hookspec
-def prepare_data(trainer: Trainer) -> None:
+def prepare_data(trainer: TrainerLike) -> None:
     """Download or write data to disk, once per machine.
 
     Called at the start of every run, before ``setup``, on local rank 0 only; other ranks wait at a barrier.
@@ -80,7 +80,7 @@ def prepare_data(trainer: Trainer) -> None:
 
 
 @hookspec
-def setup(trainer: Trainer, module: Any, stage: str) -> None:
+def setup(trainer: TrainerLike, module: Any, stage: str) -> None:
     """Set up for a run (``stage`` is ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``).
 
     Called once per run on every rank, after ``prepare_data`` and the process group is up, before the module
@@ -95,7 +95,7 @@ def setup(trainer: Trainer, module: Any, stage: str) -> None:
 
 
 @hookspec
-def configure_model(trainer: Trainer, module: Any) -> None:
+def configure_model(trainer: TrainerLike, module: Any) -> None:
     """Build the model's layers late, inside the strategy's ``model_sharded_context``.
 
     Called once per run on every rank, after ``setup`` and before ``configure_optimizers``. Use it for models
@@ -110,7 +110,7 @@ def configure_model(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def teardown(trainer: Trainer, module: Any, stage: str) -> None:
+def teardown(trainer: TrainerLike, module: Any, stage: str) -> None:
     """Release what ``setup`` acquired.
 
     Called once per run on every rank, last, also after an exception.
@@ -124,7 +124,7 @@ def teardown(trainer: Trainer, module: Any, stage: str) -> None:
 
 
 @hookspec
-def on_fit_start(trainer: Trainer, module: Any) -> None:
+def on_fit_start(trainer: TrainerLike, module: Any) -> None:
     """Called once at the very beginning of ``fit``, after ``configure_optimizers`` and before sanity checking.
 
     :ranks: every rank
@@ -135,7 +135,7 @@ def on_fit_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_fit_end(trainer: Trainer, module: Any) -> None:
+def on_fit_end(trainer: TrainerLike, module: Any) -> None:
     """Called once at the very end of ``fit``, after ``on_train_end``, before ``teardown``.
 
     :ranks: every rank
@@ -146,7 +146,7 @@ def on_fit_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_sanity_check_start(trainer: Trainer, module: Any) -> None:
+def on_sanity_check_start(trainer: TrainerLike, module: Any) -> None:
     """Called before the sanity validation run of ``fit`` (``num_sanity_val_steps`` batches).
 
     Not called when there is no validation data or ``num_sanity_val_steps`` is 0.
@@ -159,7 +159,7 @@ def on_sanity_check_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_sanity_check_end(trainer: Trainer, module: Any) -> None:
+def on_sanity_check_end(trainer: TrainerLike, module: Any) -> None:
     """Called after the sanity validation run of ``fit``; its metrics are discarded right after.
 
     :ranks: every rank
@@ -175,7 +175,7 @@ def on_sanity_check_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_train_start(trainer: Trainer, module: Any) -> None:
+def on_train_start(trainer: TrainerLike, module: Any) -> None:
     """Called once per ``fit`` after the sanity check, before the first training epoch.
 
     :ranks: every rank
@@ -186,7 +186,7 @@ def on_train_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_train_end(trainer: Trainer, module: Any) -> None:
+def on_train_end(trainer: TrainerLike, module: Any) -> None:
     """Called once per ``fit`` after the last training epoch (also when ``should_stop`` ended it).
 
     :ranks: every rank
@@ -197,7 +197,7 @@ def on_train_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_train_epoch_start(trainer: Trainer, module: Any) -> None:
+def on_train_epoch_start(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of every training epoch, with the module in train mode.
 
     :ranks: every rank
@@ -208,7 +208,7 @@ def on_train_epoch_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_train_epoch_end(trainer: Trainer, module: Any) -> None:
+def on_train_epoch_end(trainer: TrainerLike, module: Any) -> None:
     """Called at the end of every training epoch, after the epoch's validation run.
 
     Order: callbacks and plugins, then the module, then ``trylast`` implementations. Monitoring callbacks
@@ -223,7 +223,7 @@ def on_train_epoch_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None:
+def on_train_batch_start(trainer: TrainerLike, module: Any, batch: Any, batch_idx: int) -> int | None:
     """Called per micro-batch, after the batch is on its device and before ``training_step``.
 
     :ranks: every rank
@@ -238,7 +238,7 @@ def on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: i
 
 
 @hookspec
-def on_train_batch_end(trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+def on_train_batch_end(trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
     """Called per micro-batch, after backward, the optimizer step (when one was due) and the scheduler step.
 
     :ranks: every rank
@@ -257,7 +257,7 @@ def on_train_batch_end(trainer: Trainer, module: Any, outputs: Any, batch: Any, 
 
 
 @hookspec
-def on_before_zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> None:
+def on_before_zero_grad(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> None:
     """Called before gradients are zeroed, once per optimizer step and optimizer.
 
     Under automatic optimization: after ``training_step`` on the first micro-batch of an accumulation window,
@@ -272,7 +272,7 @@ def on_before_zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Op
 
 
 @hookspec
-def on_before_backward(trainer: Trainer, module: Any, loss: torch.Tensor) -> None:
+def on_before_backward(trainer: TrainerLike, module: Any, loss: torch.Tensor) -> None:
     """Called per micro-batch right before ``backward``.
 
     :ranks: every rank
@@ -285,7 +285,7 @@ def on_before_backward(trainer: Trainer, module: Any, loss: torch.Tensor) -> Non
 
 
 @hookspec
-def on_after_backward(trainer: Trainer, module: Any) -> None:
+def on_after_backward(trainer: TrainerLike, module: Any) -> None:
     """Called per micro-batch right after ``backward``, before any unscaling or clipping.
 
     Under 16-mixed the gradients are still multiplied by the scaler's factor here; under accumulation they
@@ -299,7 +299,7 @@ def on_after_backward(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_before_optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> None:
+def on_before_optimizer_step(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> None:
     """Called once per optimizer step, before gradient clipping and the step.
 
     Gradients are unscaled (16-mixed) and not yet clipped: this is the place to log gradient norms.
@@ -318,7 +318,7 @@ def on_before_optimizer_step(trainer: Trainer, module: Any, optimizer: torch.opt
 
 
 @hookspec(firstresult=True)
-def on_before_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
+def on_before_batch_transfer(trainer: TrainerLike, module: Any, batch: Any, dataloader_idx: int) -> Any:
     """Alter a batch before it is moved to the device (per micro-batch, every stage).
 
     :ranks: every rank
@@ -332,7 +332,7 @@ def on_before_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataload
 
 
 @hookspec(firstresult=True)
-def on_after_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
+def on_after_batch_transfer(trainer: TrainerLike, module: Any, batch: Any, dataloader_idx: int) -> Any:
     """Alter a batch after it is on the device, e.g. for GPU augmentation (per micro-batch, every stage).
 
     :ranks: every rank
@@ -351,7 +351,7 @@ def on_after_batch_transfer(trainer: Trainer, module: Any, batch: Any, dataloade
 
 
 @hookspec
-def on_validation_model_eval(trainer: Trainer, module: Any) -> None:
+def on_validation_model_eval(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of every validation run, before ``on_validation_start``; the module is already in
     eval mode (set by the loop, so an implementation need not call ``module.eval()``).
 
@@ -363,7 +363,7 @@ def on_validation_model_eval(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_model_train(trainer: Trainer, module: Any) -> None:
+def on_validation_model_train(trainer: TrainerLike, module: Any) -> None:
     """Called at the end of a validation run inside ``fit``, after the module is back in train mode.
 
     :ranks: every rank
@@ -374,7 +374,7 @@ def on_validation_model_train(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_test_model_eval(trainer: Trainer, module: Any) -> None:
+def on_test_model_eval(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of a test run, before ``on_test_start``, with the module in eval mode.
 
     :ranks: every rank
@@ -385,7 +385,7 @@ def on_test_model_eval(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_predict_model_eval(trainer: Trainer, module: Any) -> None:
+def on_predict_model_eval(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of a predict run, before ``on_predict_start``, with the module in eval mode.
 
     :ranks: every rank
@@ -396,7 +396,7 @@ def on_predict_model_eval(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_start(trainer: Trainer, module: Any) -> None:
+def on_validation_start(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of every validation run (sanity check, inside ``fit``, or ``validate``).
 
     :ranks: every rank
@@ -407,7 +407,7 @@ def on_validation_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_end(trainer: Trainer, module: Any) -> None:
+def on_validation_end(trainer: TrainerLike, module: Any) -> None:
     """Called at the end of every validation run, after ``on_validation_epoch_end``.
 
     :ranks: every rank
@@ -418,7 +418,7 @@ def on_validation_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_epoch_start(trainer: Trainer, module: Any) -> None:
+def on_validation_epoch_start(trainer: TrainerLike, module: Any) -> None:
     """Called once per validation run, before its first batch.
 
     :ranks: every rank
@@ -429,7 +429,7 @@ def on_validation_epoch_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_epoch_end(trainer: Trainer, module: Any) -> None:
+def on_validation_epoch_end(trainer: TrainerLike, module: Any) -> None:
     """Called once per validation run, after its last batch; the run's epoch metrics are computed by then.
 
     :ranks: every rank
@@ -440,7 +440,7 @@ def on_validation_epoch_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_validation_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+def on_validation_batch_start(trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per validation batch, after device transfer and before ``validation_step``.
 
     :ranks: every rank
@@ -455,7 +455,7 @@ def on_validation_batch_start(trainer: Trainer, module: Any, batch: Any, batch_i
 
 @hookspec
 def on_validation_batch_end(
-    trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
+    trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
 ) -> None:
     """Called per validation batch, after ``validation_step``.
 
@@ -471,7 +471,7 @@ def on_validation_batch_end(
 
 
 @hookspec
-def on_test_start(trainer: Trainer, module: Any) -> None:
+def on_test_start(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of a test run.
 
     :ranks: every rank
@@ -482,7 +482,7 @@ def on_test_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_test_end(trainer: Trainer, module: Any) -> None:
+def on_test_end(trainer: TrainerLike, module: Any) -> None:
     """Called at the end of a test run.
 
     :ranks: every rank
@@ -493,7 +493,7 @@ def on_test_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_test_epoch_start(trainer: Trainer, module: Any) -> None:
+def on_test_epoch_start(trainer: TrainerLike, module: Any) -> None:
     """Called once per test run, before its first batch.
 
     :ranks: every rank
@@ -504,7 +504,7 @@ def on_test_epoch_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_test_epoch_end(trainer: Trainer, module: Any) -> None:
+def on_test_epoch_end(trainer: TrainerLike, module: Any) -> None:
     """Called once per test run, after its last batch; the run's epoch metrics are computed by then.
 
     :ranks: every rank
@@ -515,7 +515,7 @@ def on_test_epoch_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_test_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+def on_test_batch_start(trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per test batch, after device transfer and before ``test_step``.
 
     :ranks: every rank
@@ -530,7 +530,7 @@ def on_test_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: in
 
 @hookspec
 def on_test_batch_end(
-    trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
+    trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
 ) -> None:
     """Called per test batch, after ``test_step``.
 
@@ -546,7 +546,7 @@ def on_test_batch_end(
 
 
 @hookspec
-def on_predict_start(trainer: Trainer, module: Any) -> None:
+def on_predict_start(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of a predict run.
 
     :ranks: every rank
@@ -557,7 +557,7 @@ def on_predict_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_predict_end(trainer: Trainer, module: Any) -> None:
+def on_predict_end(trainer: TrainerLike, module: Any) -> None:
     """Called at the end of a predict run.
 
     :ranks: every rank
@@ -568,7 +568,7 @@ def on_predict_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_predict_epoch_start(trainer: Trainer, module: Any) -> None:
+def on_predict_epoch_start(trainer: TrainerLike, module: Any) -> None:
     """Called once per predict run, before its first batch.
 
     :ranks: every rank
@@ -579,7 +579,7 @@ def on_predict_epoch_start(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_predict_epoch_end(trainer: Trainer, module: Any) -> None:
+def on_predict_epoch_end(trainer: TrainerLike, module: Any) -> None:
     """Called once per predict run, after its last batch.
 
     :ranks: every rank
@@ -590,7 +590,7 @@ def on_predict_epoch_end(trainer: Trainer, module: Any) -> None:
 
 
 @hookspec
-def on_predict_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+def on_predict_batch_start(trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
     """Called per predict batch, after device transfer and before ``predict_step``.
 
     :ranks: every rank
@@ -605,7 +605,7 @@ def on_predict_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx:
 
 @hookspec
 def on_predict_batch_end(
-    trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
+    trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int
 ) -> None:
     """Called per predict batch, after ``predict_step``.
 
@@ -626,7 +626,7 @@ def on_predict_batch_end(
 
 
 @hookspec
-def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> None:
+def on_exception(trainer: TrainerLike, module: Any, exception: BaseException) -> None:
     """Called once when a run raises (``KeyboardInterrupt`` included), on the rank that raised.
 
     Every implementation runs even if an earlier one raises; the original exception then propagates
@@ -641,7 +641,7 @@ def on_exception(trainer: Trainer, module: Any, exception: BaseException) -> Non
 
 
 @hookspec
-def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
+def on_save_checkpoint(trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
     """Add to a checkpoint before it is written; called once per save on every rank.
 
     For changing the checkpoint itself; a plugin's own state goes through its ``state_dict()`` and
@@ -658,7 +658,7 @@ def on_save_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
 
 
 @hookspec
-def on_load_checkpoint(trainer: Trainer, module: Any, checkpoint: dict) -> None:
+def on_load_checkpoint(trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
     """Restore from a checkpoint; called once per load, after the module's weights are loaded.
 
     :ranks: every rank

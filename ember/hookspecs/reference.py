@@ -227,7 +227,7 @@ def render_protocols() -> str:
         '"Type checking".',
         "",
         "    class GradNorm(OnBeforeOptimizerStep):",
-        "        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: Optimizer) -> None:",
+        "        def on_before_optimizer_step(self, trainer: TrainerLike, module: Any, optimizer: Optimizer) -> None:",
         "            ...",
         "",
         "A type checker then reports an implementation whose argument or return types differ from the spec's. It",
@@ -251,7 +251,7 @@ def render_protocols() -> str:
         "    import torch",
         "",
         "    from ember.core.options import OptionRegistry",
-        "    from ember.core.trainer import Trainer",
+        "    from ember.hookspecs.trainer import TrainerLike",
     ]
     for spec in all_specs:
         args = ", ".join(["self"] + [f"{p.name}: {p.annotation}" if p.annotation else p.name for p in spec.params])

@@ -22,7 +22,7 @@ from ember.hookspecs.markers import hookspec
 if TYPE_CHECKING:
     import torch
 
-    from ember.core.trainer import Trainer
+    from ember.hookspecs.trainer import TrainerLike
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 @hookspec(firstresult=True)
-def root_device(trainer: Trainer) -> torch.device:
+def root_device(trainer: TrainerLike) -> torch.device:
     """Answer the device this process computes on.
 
     Called once per run, before ``setup``. The accelerator answers from ``trainer.devices`` and the local
@@ -45,7 +45,7 @@ def root_device(trainer: Trainer) -> torch.device:
 
 
 @hookspec
-def setup_device(trainer: Trainer, device: torch.device) -> None:
+def setup_device(trainer: TrainerLike, device: torch.device) -> None:
     """Prepare the device for use (e.g. ``torch.cuda.set_device``).
 
     Called once per run on every rank, after ``root_device``, before the module is moved.
@@ -58,7 +58,7 @@ def setup_device(trainer: Trainer, device: torch.device) -> None:
 
 
 @hookspec(firstresult=True)
-def batch_to_device(trainer: Trainer, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+def batch_to_device(trainer: TrainerLike, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
     """Move a batch to the device (Lightning's ``transfer_batch_to_device``).
 
     Called per micro-batch, every stage, between ``on_before_batch_transfer`` and
@@ -81,7 +81,7 @@ def batch_to_device(trainer: Trainer, batch: Any, device: torch.device, dataload
 
 
 @hookspec(firstresult=True)
-def convert_module(trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module | None:
+def convert_module(trainer: TrainerLike, module: torch.nn.Module) -> torch.nn.Module | None:
     """Convert the module's parameters for the precision (e.g. ``module.double()`` under 64-true).
 
     Called once per run, after ``configure_model`` and the move to the device, before the strategy wraps
@@ -97,7 +97,7 @@ def convert_module(trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module
 
 
 @hookspec(firstresult=True)
-def convert_input(trainer: Trainer, data: Any) -> Any:
+def convert_input(trainer: TrainerLike, data: Any) -> Any:
     """Convert the floating-point tensors of a batch for the precision (e.g. to float64 under 64-true).
 
     Called per micro-batch, every stage, after ``on_after_batch_transfer``. Only called when implemented.
@@ -111,7 +111,7 @@ def convert_input(trainer: Trainer, data: Any) -> Any:
 
 
 @hookspec(firstresult=True)
-def mixed_precision_dtype(trainer: Trainer) -> torch.dtype | None:
+def mixed_precision_dtype(trainer: TrainerLike) -> torch.dtype | None:
     """The dtype a mixed precision computes in while the parameters stay float32 (``torch.bfloat16`` under
     bf16-mixed, ``torch.float16`` under 16-mixed).
 
@@ -126,7 +126,7 @@ def mixed_precision_dtype(trainer: Trainer) -> torch.dtype | None:
 
 
 @hookspec(firstresult=True)
-def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+def step(trainer: TrainerLike, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
     """Run one ``training_step``/``validation_step``/``test_step``/``predict_step`` of the module.
 
     Called per micro-batch. ``stage`` is ``"train"``, ``"validate"``, ``"test"`` or ``"predict"``. The
@@ -150,7 +150,7 @@ def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, 
 
 
 @hookspec(firstresult=True)
-def backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
+def backward(trainer: TrainerLike, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
     """Compute gradients of ``loss``.
 
     Called per micro-batch under automatic optimization, and by ``module.manual_backward``, between
@@ -167,7 +167,7 @@ def backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimi
 
 
 @hookspec(firstresult=True)
-def unscale_gradients(trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any:
+def unscale_gradients(trainer: TrainerLike, optimizer: torch.optim.Optimizer) -> Any:
     """Undo loss scaling on the optimizer's gradients, in place.
 
     Called once per optimizer step, right before ``on_before_optimizer_step``. Only 16-mixed does anything.
@@ -182,7 +182,7 @@ def unscale_gradients(trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any
 
 @hookspec(firstresult=True)
 def clip_gradients(
-    trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str
+    trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str
 ) -> Any:
     """Clip the gradients of the optimizer's parameters, in place.
 
@@ -202,7 +202,7 @@ def clip_gradients(
 
 
 @hookspec(firstresult=True)
-def optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+def optimizer_step(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
     """Step the optimizer.
 
     Called once per optimizer step, after ``clip_gradients``. The fallback calls ``optimizer.step()``;
@@ -218,7 +218,7 @@ def optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimiz
 
 
 @hookspec(firstresult=True)
-def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+def zero_grad(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
     """Zero the optimizer's gradients.
 
     Called once per optimizer step under automatic optimization, after ``on_before_zero_grad``. The fallback
@@ -239,7 +239,7 @@ def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -
 
 
 @hookspec(firstresult=True)
-def distributed_info(trainer: Trainer) -> dict | None:
+def distributed_info(trainer: TrainerLike) -> dict | None:
     """Answer this process's place in the job.
 
     Called once per run, first, on every rank. The active cluster environment (``environment.torchrun``,
@@ -260,7 +260,7 @@ def distributed_info(trainer: Trainer) -> dict | None:
 
 
 @hookspec(firstresult=True)
-def launch(trainer: Trainer, fn: str) -> int | None:
+def launch(trainer: TrainerLike, fn: str) -> int | None:
     """Start the job's processes from a process that is not one of them, and wait for them to finish.
 
     Called once per run, right after ``distributed_info`` and before ``setup_environment``, only when a
@@ -281,7 +281,7 @@ def launch(trainer: Trainer, fn: str) -> int | None:
 
 
 @hookspec
-def setup_environment(trainer: Trainer) -> None:
+def setup_environment(trainer: TrainerLike) -> None:
     """Bring up what the strategy needs (e.g. the process group). Called once per run, before
     ``prepare_data``, on every rank.
 
@@ -292,7 +292,7 @@ def setup_environment(trainer: Trainer) -> None:
 
 
 @hookspec(firstresult=True)
-def model_sharded_context(trainer: Trainer) -> AbstractContextManager | None:
+def model_sharded_context(trainer: TrainerLike) -> AbstractContextManager | None:
     """Answer a context manager that ``configure_model`` runs inside (e.g. to build on the meta device).
 
     Called once per run.
@@ -305,7 +305,7 @@ def model_sharded_context(trainer: Trainer) -> AbstractContextManager | None:
 
 
 @hookspec(firstresult=True)
-def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
+def setup_module(trainer: TrainerLike, module: torch.nn.Module) -> Any:
     """Wrap the module for the strategy (e.g. in ``DistributedDataParallel``).
 
     Called once per ``fit``, after ``convert_module`` and ``configure_optimizers``. The answer is passed to
@@ -323,7 +323,7 @@ def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
 
 
 @hookspec(firstresult=True)
-def process_dataloader(trainer: Trainer, dataloader: Any, stage: str) -> Any:
+def process_dataloader(trainer: TrainerLike, dataloader: Any, stage: str) -> Any:
     """Adapt a data loader to the strategy (e.g. add a ``DistributedSampler``).
 
     Called once per loader and run, before the first batch is drawn from it.
@@ -338,7 +338,7 @@ def process_dataloader(trainer: Trainer, dataloader: Any, stage: str) -> Any:
 
 
 @hookspec(firstresult=True)
-def reduce(trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
+def reduce(trainer: TrainerLike, tensor: torch.Tensor, op: str) -> torch.Tensor:
     """Reduce a tensor over all processes (``op``: ``"mean"``, ``"sum"``, ``"max"``, ``"min"``).
 
     Called when a plugin or ``self.log(..., sync_dist=True)`` asks; on every rank (a collective). The
@@ -354,7 +354,7 @@ def reduce(trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
 
 
 @hookspec(firstresult=True)
-def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
+def all_gather(trainer: TrainerLike, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
     """Gather a tensor from all processes, stacked on a new first dimension of size ``world_size``.
 
     A collective: call it on every rank. The fallback adds the leading dimension of size 1.
@@ -369,7 +369,7 @@ def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torc
 
 
 @hookspec(firstresult=True)
-def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
+def broadcast(trainer: TrainerLike, obj: Any, src: int) -> Any:
     """Send a picklable object from rank ``src`` to all ranks. A collective.
 
     :ranks: every rank
@@ -382,7 +382,7 @@ def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
 
 
 @hookspec(firstresult=True)
-def barrier(trainer: Trainer, name: str | None) -> Any:
+def barrier(trainer: TrainerLike, name: str | None) -> Any:
     """Wait until every process reaches this point. A collective.
 
     :ranks: every rank
@@ -394,7 +394,7 @@ def barrier(trainer: Trainer, name: str | None) -> Any:
 
 
 @hookspec(firstresult=True)
-def reduce_boolean_decision(trainer: Trainer, decision: bool, all: bool) -> bool | None:
+def reduce_boolean_decision(trainer: TrainerLike, decision: bool, all: bool) -> bool | None:
     """Agree on a decision across processes: every rank's (``all=True``) or any rank's (``all=False``).
 
     A collective; used for ``should_stop`` and by monitoring callbacks.
@@ -414,7 +414,7 @@ def reduce_boolean_decision(trainer: Trainer, decision: bool, all: bool) -> bool
 
 
 @hookspec(firstresult=True)
-def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
+def save_checkpoint(trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
     """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``).
 
     Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints).
@@ -429,7 +429,7 @@ def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
 
 
 @hookspec(firstresult=True)
-def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> dict:
+def load_checkpoint(trainer: TrainerLike | None, path: str, weights_only: bool) -> dict:
     """Read a checkpoint dict from ``path``.
 
     :ranks: every rank
@@ -442,7 +442,7 @@ def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> d
 
 
 @hookspec(firstresult=True)
-def remove_checkpoint(trainer: Trainer, path: str) -> Any:
+def remove_checkpoint(trainer: TrainerLike, path: str) -> Any:
     """Delete a checkpoint written by ``save_checkpoint``.
 
     :ranks: every rank
@@ -454,7 +454,7 @@ def remove_checkpoint(trainer: Trainer, path: str) -> Any:
 
 
 @hookspec
-def last_checkpoint_path(trainer: Trainer) -> str | None:
+def last_checkpoint_path(trainer: TrainerLike) -> str | None:
     """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
 
     Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
@@ -471,7 +471,7 @@ def last_checkpoint_path(trainer: Trainer) -> str | None:
 
 
 @hookspec(firstresult=True)
-def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+def requeue(trainer: TrainerLike, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
     """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
 
     Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
@@ -497,7 +497,7 @@ def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requeste
 
 
 @hookspec
-def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
+def log_metrics(trainer: TrainerLike, metrics: dict, step: int) -> None:
     """Record metrics (broadcast to every logger plugin: several loggers may be active at once).
 
     Called on global rank 0: every ``log_every_n_steps`` optimizer steps with the step values logged during
@@ -514,7 +514,7 @@ def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
 
 
 @hookspec
-def log_hyperparams(trainer: Trainer, params: dict) -> None:
+def log_hyperparams(trainer: TrainerLike, params: dict) -> None:
     """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's.
 
     Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
