@@ -7,13 +7,13 @@ import logging
 import math
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 import torch
 
-from ember.core import discovery, seed, tracing
+from ember.core import discovery, options, seed, tracing
 from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
@@ -33,18 +33,6 @@ SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkp
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
-#: The logger ``Trainer(logger=True)`` selects.
-DEFAULT_LOGGER = "logger.csv"
-#: Plugins a Trainer argument switches on: argument -> (identity of the default plugin, identity prefix of
-#: the plugins passed by the user that take its place). False turns the feature off; None leaves it off.
-FLAG_PLUGINS = {
-    "enable_progress_bar": ("progress.tqdm", "progress."),
-    "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
-    "max_time": ("callback.timer", "callback.timer"),
-    "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
-    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
-    "log_every_n_steps": ("callback.loss-check", "callback.loss-check"),
-}
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -170,23 +158,25 @@ class Trainer(TrainerProperties):
             if item is None or item is False:
                 continue
             if item is True:
-                if DEFAULT_LOGGER in self.blocked:
+                default = options.declarations().defaults.get("logger")  # the plugin that declared itself so
+                if default is None or default in self.blocked:
                     continue
-                item = DEFAULT_LOGGER
+                item = default
             out.append(self._named(item, "logger") if isinstance(item, str) else (_identity_of(item, "logger"), item))
         return out
 
     def _add_flag_plugins(self) -> None:
-        """The plugins that a Trainer flag switches on (progress bar, model summary, timer), unless the user
-        passed a plugin that takes their place."""
-        for flag, (identity, replaced_by) in FLAG_PLUGINS.items():
-            value = getattr(self.config, flag)
+        """The plugins that one of their declared Trainer arguments switches on (progress bar, model summary,
+        timer, ...: ``switches`` in :mod:`ember.core.options`), unless the user passed a plugin that takes
+        their place."""
+        for name, identity, replaced_by in options.declarations().switches:
+            value = getattr(self.config, name)
             role = replaced_by[:-1] if replaced_by.endswith(".") else None
             passed = [ident for ident, p in self.extra_plugins
                       if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
             if value is False and passed:
-                raise ConfigurationError(f"Trainer({flag}=False) conflicts with {passed[0]!r} passed in callbacks/"
-                                         f"plugins; remove one of them.")
+                raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0]!r} passed in "
+                                         f"callbacks/plugins; remove one of them.")
             if value is None or value is False or passed or identity in self.blocked:
                 continue
             self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
@@ -497,3 +487,10 @@ def _module_base() -> type:
     from ember.core.module import Module
 
     return Module
+
+
+if TYPE_CHECKING:
+    from ember.hookspecs.trainer import TrainerLike
+
+    def _satisfies_the_plugin_contract(trainer: Trainer) -> TrainerLike:
+        return trainer  # mypy checks that Trainer has every member of TrainerLike, with compatible types

@@ -7,14 +7,19 @@ Three families live in three modules:
   roles, answered by the active plugin of the role (``firstresult``) and wrappable by any plugin.
 * :mod:`ember.hookspecs.config` -- the few configuration hooks.
 
+Every hook's ``trainer`` argument is a :class:`~ember.hookspecs.trainer.TrainerLike`: what a plugin may use
+of the trainer. Every spec states on which ranks it runs (``:ranks:``) and whether it may be wrapped
+(``:wrap:``).
+
 This package imports nothing of ember and no torch at import time, so it is cheap to import.
 """
 
 from __future__ import annotations
 
 from ember.hookspecs.markers import PROJECT, hookimpl, hookspec
+from ember.hookspecs.trainer import TrainerLike
 
-__all__ = ["PROJECT", "hookimpl", "hookspec", "spec_modules"]
+__all__ = ["PROJECT", "TrainerLike", "hookimpl", "hookspec", "spec_modules"]
 
 
 def spec_modules() -> list:

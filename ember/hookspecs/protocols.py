@@ -6,7 +6,7 @@ an empty class, so inheriting one adds no hook implementation to a plugin. See d
 "Type checking".
 
     class GradNorm(OnBeforeOptimizerStep):
-        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: Optimizer) -> None:
+        def on_before_optimizer_step(self, trainer: TrainerLike, module: Any, optimizer: Optimizer) -> None:
             ...
 
 A type checker then reports an implementation whose argument or return types differ from the spec's. It
@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 __all__ = [
+    "AddOptions",
     "AllGather",
     "Backward",
     "Barrier",
@@ -104,40 +105,41 @@ if TYPE_CHECKING:
 
     import torch
 
-    from ember.core.trainer import Trainer
+    from ember.core.options import OptionRegistry
+    from ember.hookspecs.trainer import TrainerLike
 
     class PrepareData(Protocol):
         """``prepare_data`` (event hook)."""
 
-        def prepare_data(self, trainer: Trainer) -> None:
+        def prepare_data(self, trainer: TrainerLike) -> None:
             """Download or write data to disk, once per machine."""
             return None
 
     class Setup(Protocol):
         """``setup`` (event hook)."""
 
-        def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+        def setup(self, trainer: TrainerLike, module: Any, stage: str) -> None:
             """Set up for a run (``stage`` is ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``)."""
             return None
 
     class ConfigureModel(Protocol):
         """``configure_model`` (event hook)."""
 
-        def configure_model(self, trainer: Trainer, module: Any) -> None:
+        def configure_model(self, trainer: TrainerLike, module: Any) -> None:
             """Build the model's layers late, inside the strategy's ``model_sharded_context``."""
             return None
 
     class Teardown(Protocol):
         """``teardown`` (event hook)."""
 
-        def teardown(self, trainer: Trainer, module: Any, stage: str) -> None:
+        def teardown(self, trainer: TrainerLike, module: Any, stage: str) -> None:
             """Release what ``setup`` acquired."""
             return None
 
     class OnFitStart(Protocol):
         """``on_fit_start`` (event hook)."""
 
-        def on_fit_start(self, trainer: Trainer, module: Any) -> None:
+        def on_fit_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called once at the very beginning of ``fit``, after ``configure_optimizers`` and before sanity
             checking.
             """
@@ -146,63 +148,63 @@ if TYPE_CHECKING:
     class OnFitEnd(Protocol):
         """``on_fit_end`` (event hook)."""
 
-        def on_fit_end(self, trainer: Trainer, module: Any) -> None:
+        def on_fit_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called once at the very end of ``fit``, after ``on_train_end``, before ``teardown``."""
             return None
 
     class OnSanityCheckStart(Protocol):
         """``on_sanity_check_start`` (event hook)."""
 
-        def on_sanity_check_start(self, trainer: Trainer, module: Any) -> None:
+        def on_sanity_check_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called before the sanity validation run of ``fit`` (``num_sanity_val_steps`` batches)."""
             return None
 
     class OnSanityCheckEnd(Protocol):
         """``on_sanity_check_end`` (event hook)."""
 
-        def on_sanity_check_end(self, trainer: Trainer, module: Any) -> None:
+        def on_sanity_check_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called after the sanity validation run of ``fit``; its metrics are discarded right after."""
             return None
 
     class OnTrainStart(Protocol):
         """``on_train_start`` (event hook)."""
 
-        def on_train_start(self, trainer: Trainer, module: Any) -> None:
+        def on_train_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per ``fit`` after the sanity check, before the first training epoch."""
             return None
 
     class OnTrainEnd(Protocol):
         """``on_train_end`` (event hook)."""
 
-        def on_train_end(self, trainer: Trainer, module: Any) -> None:
+        def on_train_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per ``fit`` after the last training epoch (also when ``should_stop`` ended it)."""
             return None
 
     class OnTrainEpochStart(Protocol):
         """``on_train_epoch_start`` (event hook)."""
 
-        def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
+        def on_train_epoch_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of every training epoch, with the module in train mode."""
             return None
 
     class OnTrainEpochEnd(Protocol):
         """``on_train_epoch_end`` (event hook)."""
 
-        def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
+        def on_train_epoch_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the end of every training epoch, after the epoch's validation run."""
             return None
 
     class OnTrainBatchStart(Protocol):
         """``on_train_batch_start`` (event hook)."""
 
-        def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None:
+        def on_train_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int) -> int | None:
             """Called per micro-batch, after the batch is on its device and before ``training_step``."""
             return None
 
     class OnTrainBatchEnd(Protocol):
         """``on_train_batch_end`` (event hook)."""
 
-        def on_train_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        def on_train_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             """Called per micro-batch, after backward, the optimizer step (when one was due) and the scheduler
             step.
             """
@@ -211,49 +213,49 @@ if TYPE_CHECKING:
     class OnBeforeZeroGrad(Protocol):
         """``on_before_zero_grad`` (event hook)."""
 
-        def on_before_zero_grad(self, trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> None:
+        def on_before_zero_grad(self, trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> None:
             """Called before gradients are zeroed, once per optimizer step and optimizer."""
             return None
 
     class OnBeforeBackward(Protocol):
         """``on_before_backward`` (event hook)."""
 
-        def on_before_backward(self, trainer: Trainer, module: Any, loss: torch.Tensor) -> None:
+        def on_before_backward(self, trainer: TrainerLike, module: Any, loss: torch.Tensor) -> None:
             """Called per micro-batch right before ``backward``."""
             return None
 
     class OnAfterBackward(Protocol):
         """``on_after_backward`` (event hook)."""
 
-        def on_after_backward(self, trainer: Trainer, module: Any) -> None:
+        def on_after_backward(self, trainer: TrainerLike, module: Any) -> None:
             """Called per micro-batch right after ``backward``, before any unscaling or clipping."""
             return None
 
     class OnBeforeOptimizerStep(Protocol):
         """``on_before_optimizer_step`` (event hook)."""
 
-        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> None:
+        def on_before_optimizer_step(self, trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> None:
             """Called once per optimizer step, before gradient clipping and the step."""
             return None
 
     class OnBeforeBatchTransfer(Protocol):
         """``on_before_batch_transfer`` (event hook, firstresult)."""
 
-        def on_before_batch_transfer(self, trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
+        def on_before_batch_transfer(self, trainer: TrainerLike, module: Any, batch: Any, dataloader_idx: int) -> Any:
             """Alter a batch before it is moved to the device (per micro-batch, every stage)."""
             return None
 
     class OnAfterBatchTransfer(Protocol):
         """``on_after_batch_transfer`` (event hook, firstresult)."""
 
-        def on_after_batch_transfer(self, trainer: Trainer, module: Any, batch: Any, dataloader_idx: int) -> Any:
+        def on_after_batch_transfer(self, trainer: TrainerLike, module: Any, batch: Any, dataloader_idx: int) -> Any:
             """Alter a batch after it is on the device, e.g. for GPU augmentation (per micro-batch, every stage)."""
             return None
 
     class OnValidationModelEval(Protocol):
         """``on_validation_model_eval`` (event hook)."""
 
-        def on_validation_model_eval(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_model_eval(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of every validation run, before ``on_validation_start``; the module is already
             in eval mode (set by the loop, so an implementation need not call ``module.eval()``).
             """
@@ -262,210 +264,210 @@ if TYPE_CHECKING:
     class OnValidationModelTrain(Protocol):
         """``on_validation_model_train`` (event hook)."""
 
-        def on_validation_model_train(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_model_train(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the end of a validation run inside ``fit``, after the module is back in train mode."""
             return None
 
     class OnTestModelEval(Protocol):
         """``on_test_model_eval`` (event hook)."""
 
-        def on_test_model_eval(self, trainer: Trainer, module: Any) -> None:
+        def on_test_model_eval(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of a test run, before ``on_test_start``, with the module in eval mode."""
             return None
 
     class OnPredictModelEval(Protocol):
         """``on_predict_model_eval`` (event hook)."""
 
-        def on_predict_model_eval(self, trainer: Trainer, module: Any) -> None:
+        def on_predict_model_eval(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of a predict run, before ``on_predict_start``, with the module in eval mode."""
             return None
 
     class OnValidationStart(Protocol):
         """``on_validation_start`` (event hook)."""
 
-        def on_validation_start(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of every validation run (sanity check, inside ``fit``, or ``validate``)."""
             return None
 
     class OnValidationEnd(Protocol):
         """``on_validation_end`` (event hook)."""
 
-        def on_validation_end(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the end of every validation run, after ``on_validation_epoch_end``."""
             return None
 
     class OnValidationEpochStart(Protocol):
         """``on_validation_epoch_start`` (event hook)."""
 
-        def on_validation_epoch_start(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_epoch_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per validation run, before its first batch."""
             return None
 
     class OnValidationEpochEnd(Protocol):
         """``on_validation_epoch_end`` (event hook)."""
 
-        def on_validation_epoch_end(self, trainer: Trainer, module: Any) -> None:
+        def on_validation_epoch_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per validation run, after its last batch; the run's epoch metrics are computed by then."""
             return None
 
     class OnValidationBatchStart(Protocol):
         """``on_validation_batch_start`` (event hook)."""
 
-        def on_validation_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_validation_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per validation batch, after device transfer and before ``validation_step``."""
             return None
 
     class OnValidationBatchEnd(Protocol):
         """``on_validation_batch_end`` (event hook)."""
 
-        def on_validation_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_validation_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per validation batch, after ``validation_step``."""
             return None
 
     class OnTestStart(Protocol):
         """``on_test_start`` (event hook)."""
 
-        def on_test_start(self, trainer: Trainer, module: Any) -> None:
+        def on_test_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of a test run."""
             return None
 
     class OnTestEnd(Protocol):
         """``on_test_end`` (event hook)."""
 
-        def on_test_end(self, trainer: Trainer, module: Any) -> None:
+        def on_test_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the end of a test run."""
             return None
 
     class OnTestEpochStart(Protocol):
         """``on_test_epoch_start`` (event hook)."""
 
-        def on_test_epoch_start(self, trainer: Trainer, module: Any) -> None:
+        def on_test_epoch_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per test run, before its first batch."""
             return None
 
     class OnTestEpochEnd(Protocol):
         """``on_test_epoch_end`` (event hook)."""
 
-        def on_test_epoch_end(self, trainer: Trainer, module: Any) -> None:
+        def on_test_epoch_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per test run, after its last batch; the run's epoch metrics are computed by then."""
             return None
 
     class OnTestBatchStart(Protocol):
         """``on_test_batch_start`` (event hook)."""
 
-        def on_test_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_test_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per test batch, after device transfer and before ``test_step``."""
             return None
 
     class OnTestBatchEnd(Protocol):
         """``on_test_batch_end`` (event hook)."""
 
-        def on_test_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_test_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per test batch, after ``test_step``."""
             return None
 
     class OnPredictStart(Protocol):
         """``on_predict_start`` (event hook)."""
 
-        def on_predict_start(self, trainer: Trainer, module: Any) -> None:
+        def on_predict_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of a predict run."""
             return None
 
     class OnPredictEnd(Protocol):
         """``on_predict_end`` (event hook)."""
 
-        def on_predict_end(self, trainer: Trainer, module: Any) -> None:
+        def on_predict_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the end of a predict run."""
             return None
 
     class OnPredictEpochStart(Protocol):
         """``on_predict_epoch_start`` (event hook)."""
 
-        def on_predict_epoch_start(self, trainer: Trainer, module: Any) -> None:
+        def on_predict_epoch_start(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per predict run, before its first batch."""
             return None
 
     class OnPredictEpochEnd(Protocol):
         """``on_predict_epoch_end`` (event hook)."""
 
-        def on_predict_epoch_end(self, trainer: Trainer, module: Any) -> None:
+        def on_predict_epoch_end(self, trainer: TrainerLike, module: Any) -> None:
             """Called once per predict run, after its last batch."""
             return None
 
     class OnPredictBatchStart(Protocol):
         """``on_predict_batch_start`` (event hook)."""
 
-        def on_predict_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_predict_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per predict batch, after device transfer and before ``predict_step``."""
             return None
 
     class OnPredictBatchEnd(Protocol):
         """``on_predict_batch_end`` (event hook)."""
 
-        def on_predict_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
+        def on_predict_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int) -> None:
             """Called per predict batch, after ``predict_step``."""
             return None
 
     class OnException(Protocol):
         """``on_exception`` (event hook)."""
 
-        def on_exception(self, trainer: Trainer, module: Any, exception: BaseException) -> None:
+        def on_exception(self, trainer: TrainerLike, module: Any, exception: BaseException) -> None:
             """Called once when a run raises (``KeyboardInterrupt`` included), on the rank that raised."""
             return None
 
     class OnSaveCheckpoint(Protocol):
         """``on_save_checkpoint`` (event hook)."""
 
-        def on_save_checkpoint(self, trainer: Trainer, module: Any, checkpoint: dict) -> None:
+        def on_save_checkpoint(self, trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
             """Add to a checkpoint before it is written; called once per save on every rank."""
             return None
 
     class OnLoadCheckpoint(Protocol):
         """``on_load_checkpoint`` (event hook)."""
 
-        def on_load_checkpoint(self, trainer: Trainer, module: Any, checkpoint: dict) -> None:
+        def on_load_checkpoint(self, trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
             """Restore from a checkpoint; called once per load, after the module's weights are loaded."""
             return None
 
     class RootDevice(Protocol):
         """``root_device`` (role hook, firstresult)."""
 
-        def root_device(self, trainer: Trainer) -> torch.device:
+        def root_device(self, trainer: TrainerLike) -> torch.device:
             """Answer the device this process computes on."""
             ...
 
     class SetupDevice(Protocol):
         """``setup_device`` (role hook)."""
 
-        def setup_device(self, trainer: Trainer, device: torch.device) -> None:
+        def setup_device(self, trainer: TrainerLike, device: torch.device) -> None:
             """Prepare the device for use (e.g. ``torch.cuda.set_device``)."""
             return None
 
     class BatchToDevice(Protocol):
         """``batch_to_device`` (role hook, firstresult)."""
 
-        def batch_to_device(self, trainer: Trainer, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        def batch_to_device(self, trainer: TrainerLike, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
             """Move a batch to the device (Lightning's ``transfer_batch_to_device``)."""
             return None
 
     class ConvertModule(Protocol):
         """``convert_module`` (role hook, firstresult)."""
 
-        def convert_module(self, trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module | None:
+        def convert_module(self, trainer: TrainerLike, module: torch.nn.Module) -> torch.nn.Module | None:
             """Convert the module's parameters for the precision (e.g. ``module.double()`` under 64-true)."""
             return None
 
     class ConvertInput(Protocol):
         """``convert_input`` (role hook, firstresult)."""
 
-        def convert_input(self, trainer: Trainer, data: Any) -> Any:
+        def convert_input(self, trainer: TrainerLike, data: Any) -> Any:
             """Convert the floating-point tensors of a batch for the precision (e.g. to float64 under 64-true)."""
             return None
 
     class MixedPrecisionDtype(Protocol):
         """``mixed_precision_dtype`` (role hook, firstresult)."""
 
-        def mixed_precision_dtype(self, trainer: Trainer) -> torch.dtype | None:
+        def mixed_precision_dtype(self, trainer: TrainerLike) -> torch.dtype | None:
             """The dtype a mixed precision computes in while the parameters stay float32 (``torch.bfloat16`` under
             bf16-mixed, ``torch.float16`` under 16-mixed).
             """
@@ -474,63 +476,63 @@ if TYPE_CHECKING:
     class Step(Protocol):
         """``step`` (role hook, firstresult)."""
 
-        def step(self, trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+        def step(self, trainer: TrainerLike, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
             """Run one ``training_step``/``validation_step``/``test_step``/``predict_step`` of the module."""
             return None
 
     class Backward(Protocol):
         """``backward`` (role hook, firstresult)."""
 
-        def backward(self, trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
+        def backward(self, trainer: TrainerLike, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
             """Compute gradients of ``loss``."""
             return None
 
     class UnscaleGradients(Protocol):
         """``unscale_gradients`` (role hook, firstresult)."""
 
-        def unscale_gradients(self, trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any:
+        def unscale_gradients(self, trainer: TrainerLike, optimizer: torch.optim.Optimizer) -> Any:
             """Undo loss scaling on the optimizer's gradients, in place."""
             return None
 
     class ClipGradients(Protocol):
         """``clip_gradients`` (role hook, firstresult)."""
 
-        def clip_gradients(self, trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str) -> Any:
+        def clip_gradients(self, trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str) -> Any:
             """Clip the gradients of the optimizer's parameters, in place."""
             return None
 
     class OptimizerStep(Protocol):
         """``optimizer_step`` (role hook, firstresult)."""
 
-        def optimizer_step(self, trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+        def optimizer_step(self, trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
             """Step the optimizer."""
             return None
 
     class ZeroGrad(Protocol):
         """``zero_grad`` (role hook, firstresult)."""
 
-        def zero_grad(self, trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+        def zero_grad(self, trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
             """Zero the optimizer's gradients."""
             return None
 
     class DistributedInfo(Protocol):
         """``distributed_info`` (role hook, firstresult)."""
 
-        def distributed_info(self, trainer: Trainer) -> dict | None:
+        def distributed_info(self, trainer: TrainerLike) -> dict | None:
             """Answer this process's place in the job."""
             return None
 
     class Launch(Protocol):
         """``launch`` (role hook, firstresult)."""
 
-        def launch(self, trainer: Trainer, fn: str) -> int | None:
+        def launch(self, trainer: TrainerLike, fn: str) -> int | None:
             """Start the job's processes from a process that is not one of them, and wait for them to finish."""
             return None
 
     class SetupEnvironment(Protocol):
         """``setup_environment`` (role hook)."""
 
-        def setup_environment(self, trainer: Trainer) -> None:
+        def setup_environment(self, trainer: TrainerLike) -> None:
             """Bring up what the strategy needs (e.g. the process group). Called once per run, before
             ``prepare_data``, on every rank.
             """
@@ -539,113 +541,120 @@ if TYPE_CHECKING:
     class ModelShardedContext(Protocol):
         """``model_sharded_context`` (role hook, firstresult)."""
 
-        def model_sharded_context(self, trainer: Trainer) -> AbstractContextManager | None:
+        def model_sharded_context(self, trainer: TrainerLike) -> AbstractContextManager | None:
             """Answer a context manager that ``configure_model`` runs inside (e.g. to build on the meta device)."""
             return None
 
     class SetupModule(Protocol):
         """``setup_module`` (role hook, firstresult)."""
 
-        def setup_module(self, trainer: Trainer, module: torch.nn.Module) -> Any:
+        def setup_module(self, trainer: TrainerLike, module: torch.nn.Module) -> Any:
             """Wrap the module for the strategy (e.g. in ``DistributedDataParallel``)."""
             return None
 
     class ProcessDataloader(Protocol):
         """``process_dataloader`` (role hook, firstresult)."""
 
-        def process_dataloader(self, trainer: Trainer, dataloader: Any, stage: str) -> Any:
+        def process_dataloader(self, trainer: TrainerLike, dataloader: Any, stage: str) -> Any:
             """Adapt a data loader to the strategy (e.g. add a ``DistributedSampler``)."""
             return None
 
     class Reduce(Protocol):
         """``reduce`` (role hook, firstresult)."""
 
-        def reduce(self, trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
+        def reduce(self, trainer: TrainerLike, tensor: torch.Tensor, op: str) -> torch.Tensor:
             """Reduce a tensor over all processes (``op``: ``"mean"``, ``"sum"``, ``"max"``, ``"min"``)."""
             ...
 
     class AllGather(Protocol):
         """``all_gather`` (role hook, firstresult)."""
 
-        def all_gather(self, trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
+        def all_gather(self, trainer: TrainerLike, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
             """Gather a tensor from all processes, stacked on a new first dimension of size ``world_size``."""
             ...
 
     class Broadcast(Protocol):
         """``broadcast`` (role hook, firstresult)."""
 
-        def broadcast(self, trainer: Trainer, obj: Any, src: int) -> Any:
+        def broadcast(self, trainer: TrainerLike, obj: Any, src: int) -> Any:
             """Send a picklable object from rank ``src`` to all ranks. A collective."""
             return None
 
     class Barrier(Protocol):
         """``barrier`` (role hook, firstresult)."""
 
-        def barrier(self, trainer: Trainer, name: str | None) -> Any:
+        def barrier(self, trainer: TrainerLike, name: str | None) -> Any:
             """Wait until every process reaches this point. A collective."""
             return None
 
     class ReduceBooleanDecision(Protocol):
         """``reduce_boolean_decision`` (role hook, firstresult)."""
 
-        def reduce_boolean_decision(self, trainer: Trainer, decision: bool, all: bool) -> bool | None:
+        def reduce_boolean_decision(self, trainer: TrainerLike, decision: bool, all: bool) -> bool | None:
             """Agree on a decision across processes: every rank's (``all=True``) or any rank's (``all=False``)."""
             return None
 
     class SaveCheckpoint(Protocol):
         """``save_checkpoint`` (role hook, firstresult)."""
 
-        def save_checkpoint(self, trainer: Trainer, checkpoint: dict, path: str) -> Any:
+        def save_checkpoint(self, trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
             """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``)."""
             return None
 
     class LoadCheckpoint(Protocol):
         """``load_checkpoint`` (role hook, firstresult)."""
 
-        def load_checkpoint(self, trainer: Trainer | None, path: str, weights_only: bool) -> dict:
+        def load_checkpoint(self, trainer: TrainerLike | None, path: str, weights_only: bool) -> dict:
             """Read a checkpoint dict from ``path``."""
             ...
 
     class RemoveCheckpoint(Protocol):
         """``remove_checkpoint`` (role hook, firstresult)."""
 
-        def remove_checkpoint(self, trainer: Trainer, path: str) -> Any:
+        def remove_checkpoint(self, trainer: TrainerLike, path: str) -> Any:
             """Delete a checkpoint written by ``save_checkpoint``."""
             return None
 
     class LastCheckpointPath(Protocol):
         """``last_checkpoint_path`` (role hook)."""
 
-        def last_checkpoint_path(self, trainer: Trainer) -> str | None:
+        def last_checkpoint_path(self, trainer: TrainerLike) -> str | None:
             """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback)."""
             return None
 
     class Requeue(Protocol):
         """``requeue`` (role hook, firstresult)."""
 
-        def requeue(self, trainer: Trainer, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+        def requeue(self, trainer: TrainerLike, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
             """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``)."""
             return None
 
     class LogMetrics(Protocol):
         """``log_metrics`` (role hook)."""
 
-        def log_metrics(self, trainer: Trainer, metrics: dict, step: int) -> None:
+        def log_metrics(self, trainer: TrainerLike, metrics: dict, step: int) -> None:
             """Record metrics (broadcast to every logger plugin: several loggers may be active at once)."""
             return None
 
     class LogHyperparams(Protocol):
         """``log_hyperparams`` (role hook)."""
 
-        def log_hyperparams(self, trainer: Trainer, params: dict) -> None:
+        def log_hyperparams(self, trainer: TrainerLike, params: dict) -> None:
             """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's."""
             return None
 
     class Configure(Protocol):
         """``configure`` (configuration hook)."""
 
-        def configure(self, trainer: Trainer) -> None:
+        def configure(self, trainer: TrainerLike) -> None:
             """Check or adjust the configuration of a run."""
+            return None
+
+    class AddOptions(Protocol):
+        """``add_options`` (configuration hook)."""
+
+        def add_options(self, options: OptionRegistry) -> None:
+            """Declare the Trainer arguments this plugin owns (like pytest's ``pytest_addoption``)."""
             return None
 
     class EventHooks(

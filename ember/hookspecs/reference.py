@@ -50,6 +50,9 @@ class SpecRecord:
     historic: bool = False
     #: ``:param:`` entries of the docstring by name (including any for names the spec does not have).
     param_docs: dict[str, str] = field(default_factory=dict)
+    #: On which ranks the hook is called (its ``:ranks:`` field), and whether it may be wrapped (``:wrap:``).
+    ranks: str = ""
+    wrap: str = ""
 
     @property
     def arguments(self) -> list[str]:
@@ -69,7 +72,8 @@ class SpecRecord:
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.name, "family": self.kind, "section": self.section,
                 "signature": self.typed_signature, "summary": self.summary, "firstresult": self.firstresult,
-                "historic": self.historic, "returns": self.returns, "doc": self.doc,
+                "historic": self.historic, "returns": self.returns, "doc": self.doc, "ranks": self.ranks,
+                "wrap": self.wrap,
                 "params": [{"name": p.name, "annotation": p.annotation, "doc": p.doc} for p in self.params]}
 
 
@@ -128,7 +132,15 @@ def iter_specs() -> Iterator[SpecRecord]:
                              params=tuple(Param(p.name, _annotation(p.annotation), param_docs.get(p.name, ""))
                                           for p in sig.parameters.values()),
                              returns=_annotation(sig.return_annotation), historic=bool(opts.get("historic")),
-                             param_docs=param_docs)
+                             param_docs=param_docs, ranks=_field(doc, "ranks"), wrap=_field(doc, "wrap"))
+
+
+def _field(doc: str, name: str) -> str:
+    """The text of the docstring field ``:name: text`` (empty when missing)."""
+    for line in doc.splitlines():
+        if line.strip().startswith(f":{name}:"):
+            return line.strip()[len(name) + 2:].strip()
+    return ""
 
 
 def specs() -> list[SpecRecord]:
@@ -152,6 +164,10 @@ def _markdown_doc(doc: str) -> str:
             out.append(f"- `{name.strip()}`: {text.strip()}")
         elif stripped.startswith(":returns:"):
             out.append(f"- returns: {stripped[len(':returns:'):].strip()}")
+        elif stripped.startswith(":ranks:"):
+            out.append(f"- runs on: {stripped[len(':ranks:'):].strip()}")
+        elif stripped.startswith(":wrap:"):
+            out.append(f"- may be wrapped (`@ember.hookimpl(wrapper=True)`): {stripped[len(':wrap:'):].strip()}")
         elif line.startswith("    ") and out and out[-1].startswith("- "):
             out[-1] += " " + stripped
         else:
@@ -211,7 +227,7 @@ def render_protocols() -> str:
         '"Type checking".',
         "",
         "    class GradNorm(OnBeforeOptimizerStep):",
-        "        def on_before_optimizer_step(self, trainer: Trainer, module: Any, optimizer: Optimizer) -> None:",
+        "        def on_before_optimizer_step(self, trainer: TrainerLike, module: Any, optimizer: Optimizer) -> None:",
         "            ...",
         "",
         "A type checker then reports an implementation whose argument or return types differ from the spec's. It",
@@ -234,7 +250,8 @@ def render_protocols() -> str:
         "",
         "    import torch",
         "",
-        "    from ember.core.trainer import Trainer",
+        "    from ember.core.options import OptionRegistry",
+        "    from ember.hookspecs.trainer import TrainerLike",
     ]
     for spec in all_specs:
         args = ", ".join(["self"] + [f"{p.name}: {p.annotation}" if p.annotation else p.name for p in spec.params])

@@ -22,7 +22,7 @@ from ember.hookspecs.markers import hookspec
 if TYPE_CHECKING:
     import torch
 
-    from ember.core.trainer import Trainer
+    from ember.hookspecs.trainer import TrainerLike
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -31,36 +31,42 @@ if TYPE_CHECKING:
 
 
 @hookspec(firstresult=True)
-def root_device(trainer: Trainer) -> torch.device:
+def root_device(trainer: TrainerLike) -> torch.device:
     """Answer the device this process computes on.
 
     Called once per run, before ``setup``. The accelerator answers from ``trainer.devices`` and the local
     rank; a strategy may answer first.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a ``torch.device``. Stops at first non-None result.
     """
 
 
 @hookspec
-def setup_device(trainer: Trainer, device: torch.device) -> None:
+def setup_device(trainer: TrainerLike, device: torch.device) -> None:
     """Prepare the device for use (e.g. ``torch.cuda.set_device``).
 
     Called once per run on every rank, after ``root_device``, before the module is moved.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param device: the run's device.
     """
 
 
 @hookspec(firstresult=True)
-def batch_to_device(trainer: Trainer, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+def batch_to_device(trainer: TrainerLike, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
     """Move a batch to the device (Lightning's ``transfer_batch_to_device``).
 
     Called per micro-batch, every stage, between ``on_before_batch_transfer`` and
     ``on_after_batch_transfer``. The fallback moves every tensor in nested lists, tuples, dicts and
     dataclasses with ``non_blocking=True`` where the device is not the CPU.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param batch: the batch.
     :param device: the run's device.
@@ -75,12 +81,14 @@ def batch_to_device(trainer: Trainer, batch: Any, device: torch.device, dataload
 
 
 @hookspec(firstresult=True)
-def convert_module(trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module | None:
+def convert_module(trainer: TrainerLike, module: torch.nn.Module) -> torch.nn.Module | None:
     """Convert the module's parameters for the precision (e.g. ``module.double()`` under 64-true).
 
     Called once per run, after ``configure_model`` and the move to the device, before the strategy wraps
     the module and before ``configure_optimizers``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the module.
     :returns: the converted module (may be the same object), or None to leave it. Stops at first non-None
@@ -89,11 +97,13 @@ def convert_module(trainer: Trainer, module: torch.nn.Module) -> torch.nn.Module
 
 
 @hookspec(firstresult=True)
-def convert_input(trainer: Trainer, data: Any) -> Any:
+def convert_input(trainer: TrainerLike, data: Any) -> Any:
     """Convert the floating-point tensors of a batch for the precision (e.g. to float64 under 64-true).
 
     Called per micro-batch, every stage, after ``on_after_batch_transfer``. Only called when implemented.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param data: the batch.
     :returns: the converted batch, or None to leave it. Stops at first non-None result.
@@ -101,20 +111,22 @@ def convert_input(trainer: Trainer, data: Any) -> Any:
 
 
 @hookspec(firstresult=True)
-def mixed_precision_dtype(trainer: Trainer) -> torch.dtype | None:
+def mixed_precision_dtype(trainer: TrainerLike) -> torch.dtype | None:
     """The dtype a mixed precision computes in while the parameters stay float32 (``torch.bfloat16`` under
     bf16-mixed, ``torch.float16`` under 16-mixed).
 
     Asked by a strategy that casts parameters itself (FSDP's ``MixedPrecisionPolicy``), once per fit, so that it
     follows the precision without knowing the precision plugins. Only called when implemented.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: the compute dtype, or None when the precision is not a mixed one. Stops at first non-None result.
     """
 
 
 @hookspec(firstresult=True)
-def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+def step(trainer: TrainerLike, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
     """Run one ``training_step``/``validation_step``/``test_step``/``predict_step`` of the module.
 
     Called per micro-batch. ``stage`` is ``"train"``, ``"validate"``, ``"test"`` or ``"predict"``. The
@@ -122,6 +134,8 @@ def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, 
     when the strategy's ``setup_module`` answered a model other than the module. Precisions wrap this hook to
     enter ``torch.autocast``; a strategy may wrap it too (DDP skips the gradient sync while accumulating).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param model: the model as wrapped by the strategy (the module itself under single-device).
     :param module: the user's module.
@@ -136,13 +150,15 @@ def step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, 
 
 
 @hookspec(firstresult=True)
-def backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
+def backward(trainer: TrainerLike, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None) -> Any:
     """Compute gradients of ``loss``.
 
     Called per micro-batch under automatic optimization, and by ``module.manual_backward``, between
     ``on_before_backward`` and ``on_after_backward``. The fallback calls ``loss.backward()``; 16-mixed scales
     the loss first.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param loss: the loss, divided by ``accumulate_grad_batches``.
     :param optimizer: the optimizer the loss belongs to (None where unknown, e.g. manual optimization).
@@ -151,11 +167,13 @@ def backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimi
 
 
 @hookspec(firstresult=True)
-def unscale_gradients(trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any:
+def unscale_gradients(trainer: TrainerLike, optimizer: torch.optim.Optimizer) -> Any:
     """Undo loss scaling on the optimizer's gradients, in place.
 
     Called once per optimizer step, right before ``on_before_optimizer_step``. Only 16-mixed does anything.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param optimizer: the optimizer about to step.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -164,7 +182,7 @@ def unscale_gradients(trainer: Trainer, optimizer: torch.optim.Optimizer) -> Any
 
 @hookspec(firstresult=True)
 def clip_gradients(
-    trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str
+    trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer, clip_val: float, algorithm: str
 ) -> Any:
     """Clip the gradients of the optimizer's parameters, in place.
 
@@ -172,6 +190,8 @@ def clip_gradients(
     ``gradient_clip_val`` is set (or from ``module.clip_gradients``). ``algorithm`` is ``"norm"`` or
     ``"value"``. A sharding strategy answers it to clip across shards.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer about to step.
@@ -182,12 +202,14 @@ def clip_gradients(
 
 
 @hookspec(firstresult=True)
-def optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+def optimizer_step(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
     """Step the optimizer.
 
     Called once per optimizer step, after ``clip_gradients``. The fallback calls ``optimizer.step()``;
     16-mixed steps through its gradient scaler (which may skip the step on inf/NaN gradients).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer.
@@ -196,12 +218,14 @@ def optimizer_step(trainer: Trainer, module: Any, optimizer: torch.optim.Optimiz
 
 
 @hookspec(firstresult=True)
-def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -> Any:
+def zero_grad(trainer: TrainerLike, module: Any, optimizer: torch.optim.Optimizer) -> Any:
     """Zero the optimizer's gradients.
 
     Called once per optimizer step under automatic optimization, after ``on_before_zero_grad``. The fallback
     calls ``optimizer.zero_grad(set_to_none=True)``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the user's module.
     :param optimizer: the optimizer.
@@ -215,7 +239,7 @@ def zero_grad(trainer: Trainer, module: Any, optimizer: torch.optim.Optimizer) -
 
 
 @hookspec(firstresult=True)
-def distributed_info(trainer: Trainer) -> dict | None:
+def distributed_info(trainer: TrainerLike) -> dict | None:
     """Answer this process's place in the job.
 
     Called once per run, first, on every rank. The active cluster environment (``environment.torchrun``,
@@ -223,6 +247,8 @@ def distributed_info(trainer: Trainer) -> dict | None:
     variables); the fallback answers a single process. A strategy wraps it (``info = yield``) to read the
     answer: that is how strategies learn the job's shape without calling the environment.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a dict with ``global_rank``, ``local_rank``, ``node_rank`` and ``world_size``, and optionally
         ``local_world_size`` (processes on this node), ``num_nodes``, ``main_address`` and ``main_port``
@@ -234,7 +260,7 @@ def distributed_info(trainer: Trainer) -> dict | None:
 
 
 @hookspec(firstresult=True)
-def launch(trainer: Trainer, fn: str) -> int | None:
+def launch(trainer: TrainerLike, fn: str) -> int | None:
     """Start the job's processes from a process that is not one of them, and wait for them to finish.
 
     Called once per run, right after ``distributed_info`` and before ``setup_environment``, only when a
@@ -245,6 +271,8 @@ def launch(trainer: Trainer, fn: str) -> int | None:
     other hook: the started processes did the work. A failure in a started process is raised from here, as
     an exception naming the rank and the original error (``on_exception`` then runs as for any error).
 
+    :ranks: every process, before any process group exists
+    :wrap: yes
     :param trainer: the trainer.
     :param fn: the entry point being run: ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``.
     :returns: the job's exit status, or None to run the loop in this process. Stops at first non-None
@@ -253,27 +281,31 @@ def launch(trainer: Trainer, fn: str) -> int | None:
 
 
 @hookspec
-def setup_environment(trainer: Trainer) -> None:
+def setup_environment(trainer: TrainerLike) -> None:
     """Bring up what the strategy needs (e.g. the process group). Called once per run, before
     ``prepare_data``, on every rank.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     """
 
 
 @hookspec(firstresult=True)
-def model_sharded_context(trainer: Trainer) -> AbstractContextManager | None:
+def model_sharded_context(trainer: TrainerLike) -> AbstractContextManager | None:
     """Answer a context manager that ``configure_model`` runs inside (e.g. to build on the meta device).
 
     Called once per run.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a context manager, or None for none. Stops at first non-None result.
     """
 
 
 @hookspec(firstresult=True)
-def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
+def setup_module(trainer: TrainerLike, module: torch.nn.Module) -> Any:
     """Wrap the module for the strategy (e.g. in ``DistributedDataParallel``).
 
     Called once per ``fit``, after ``convert_module`` and ``configure_optimizers``. The answer is passed to
@@ -282,6 +314,8 @@ def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
     the module's ``training_step`` (as ``DistributedDataParallel`` around a small forwarding module does).
     No plugin rewrites the module's methods.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param module: the module on its device.
     :returns: the wrapped model, or None to use the module as is. Stops at first non-None result.
@@ -289,11 +323,13 @@ def setup_module(trainer: Trainer, module: torch.nn.Module) -> Any:
 
 
 @hookspec(firstresult=True)
-def process_dataloader(trainer: Trainer, dataloader: Any, stage: str) -> Any:
+def process_dataloader(trainer: TrainerLike, dataloader: Any, stage: str) -> Any:
     """Adapt a data loader to the strategy (e.g. add a ``DistributedSampler``).
 
     Called once per loader and run, before the first batch is drawn from it.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param dataloader: the loader.
     :param stage: ``"train"``, ``"validate"``, ``"test"`` or ``"predict"``.
@@ -302,12 +338,14 @@ def process_dataloader(trainer: Trainer, dataloader: Any, stage: str) -> Any:
 
 
 @hookspec(firstresult=True)
-def reduce(trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
+def reduce(trainer: TrainerLike, tensor: torch.Tensor, op: str) -> torch.Tensor:
     """Reduce a tensor over all processes (``op``: ``"mean"``, ``"sum"``, ``"max"``, ``"min"``).
 
     Called when a plugin or ``self.log(..., sync_dist=True)`` asks; on every rank (a collective). The
     fallback returns the tensor unchanged.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param tensor: the local tensor.
     :param op: the reduction.
@@ -316,11 +354,13 @@ def reduce(trainer: Trainer, tensor: torch.Tensor, op: str) -> torch.Tensor:
 
 
 @hookspec(firstresult=True)
-def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
+def all_gather(trainer: TrainerLike, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor:
     """Gather a tensor from all processes, stacked on a new first dimension of size ``world_size``.
 
     A collective: call it on every rank. The fallback adds the leading dimension of size 1.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param tensor: the local tensor.
     :param sync_grads: whether gradients flow back through the gather.
@@ -329,9 +369,11 @@ def all_gather(trainer: Trainer, tensor: torch.Tensor, sync_grads: bool) -> torc
 
 
 @hookspec(firstresult=True)
-def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
+def broadcast(trainer: TrainerLike, obj: Any, src: int) -> Any:
     """Send a picklable object from rank ``src`` to all ranks. A collective.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param obj: the object (ignored on ranks other than ``src``).
     :param src: the sending rank.
@@ -340,9 +382,11 @@ def broadcast(trainer: Trainer, obj: Any, src: int) -> Any:
 
 
 @hookspec(firstresult=True)
-def barrier(trainer: Trainer, name: str | None) -> Any:
+def barrier(trainer: TrainerLike, name: str | None) -> Any:
     """Wait until every process reaches this point. A collective.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param name: an optional name for error messages.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -350,11 +394,13 @@ def barrier(trainer: Trainer, name: str | None) -> Any:
 
 
 @hookspec(firstresult=True)
-def reduce_boolean_decision(trainer: Trainer, decision: bool, all: bool) -> bool | None:
+def reduce_boolean_decision(trainer: TrainerLike, decision: bool, all: bool) -> bool | None:
     """Agree on a decision across processes: every rank's (``all=True``) or any rank's (``all=False``).
 
     A collective; used for ``should_stop`` and by monitoring callbacks.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param decision: this rank's decision.
     :param all: require all ranks (True) or any rank (False).
@@ -368,11 +414,13 @@ def reduce_boolean_decision(trainer: Trainer, decision: bool, all: bool) -> bool
 
 
 @hookspec(firstresult=True)
-def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
+def save_checkpoint(trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
     """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``).
 
     Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints).
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param checkpoint: the checkpoint.
     :param path: the destination.
@@ -381,9 +429,11 @@ def save_checkpoint(trainer: Trainer, checkpoint: dict, path: str) -> Any:
 
 
 @hookspec(firstresult=True)
-def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> dict:
+def load_checkpoint(trainer: TrainerLike | None, path: str, weights_only: bool) -> dict:
     """Read a checkpoint dict from ``path``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer, or None when loading outside a run (``Module.load_from_checkpoint``).
     :param path: the file.
     :param weights_only: refuse anything but tensors and plain containers (the default).
@@ -392,9 +442,11 @@ def load_checkpoint(trainer: Trainer | None, path: str, weights_only: bool) -> d
 
 
 @hookspec(firstresult=True)
-def remove_checkpoint(trainer: Trainer, path: str) -> Any:
+def remove_checkpoint(trainer: TrainerLike, path: str) -> Any:
     """Delete a checkpoint written by ``save_checkpoint``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param path: the file.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
@@ -402,7 +454,7 @@ def remove_checkpoint(trainer: Trainer, path: str) -> Any:
 
 
 @hookspec
-def last_checkpoint_path(trainer: Trainer) -> str | None:
+def last_checkpoint_path(trainer: TrainerLike) -> str | None:
     """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
 
     Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
@@ -411,13 +463,15 @@ def last_checkpoint_path(trainer: Trainer) -> str | None:
     answered path). Every implementation answers; with no answer, core uses
     ``<default_root_dir>/checkpoints/last.ckpt``.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :returns: a path, which need not exist yet, or None.
     """
 
 
 @hookspec(firstresult=True)
-def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+def requeue(trainer: TrainerLike, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
     """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
 
     Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
@@ -426,6 +480,8 @@ def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requeste
     ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
     from ``signum`` alone.
 
+    :ranks: every rank
+    :wrap: yes
     :param trainer: the trainer.
     :param signum: the signal that stopped the fit.
     :param checkpoint_path: the checkpoint written, which the requeued job resumes from with
@@ -441,7 +497,7 @@ def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requeste
 
 
 @hookspec
-def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
+def log_metrics(trainer: TrainerLike, metrics: dict, step: int) -> None:
     """Record metrics (broadcast to every logger plugin: several loggers may be active at once).
 
     Called on global rank 0: every ``log_every_n_steps`` optimizer steps with the step values logged during
@@ -449,6 +505,8 @@ def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
     also holds ``epoch``. Values are Python floats, read off the device in one transfer only because a
     logger implements this hook: with no logger, the loop reads nothing.
 
+    :ranks: global rank 0 only
+    :wrap: yes
     :param trainer: the trainer.
     :param metrics: name to float.
     :param step: the ``global_step`` the values belong to.
@@ -456,11 +514,13 @@ def log_metrics(trainer: Trainer, metrics: dict, step: int) -> None:
 
 
 @hookspec
-def log_hyperparams(trainer: Trainer, params: dict) -> None:
+def log_hyperparams(trainer: TrainerLike, params: dict) -> None:
     """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's.
 
     Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
 
+    :ranks: global rank 0 only
+    :wrap: yes
     :param trainer: the trainer.
     :param params: name to value.
     """

@@ -94,6 +94,14 @@ class HangWatchdog:
 
     identity = "callback.hang-watchdog"
 
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("hang_timeout", type="float | timedelta | None", default=600.0, validate=timeout_seconds,
+                    switches="callback.hang-watchdog",
+                    help="seconds without progress after which a multi-process job stops, naming the stuck "
+                         "process; None or 0: off")
+
     def __init__(self) -> None:
         self._progress: Progress | None = None
         self._monitor: _Monitor | None = None

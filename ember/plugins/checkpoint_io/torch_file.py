@@ -20,9 +20,16 @@ import os
 from typing import Any
 
 from ember.hookspecs import hookimpl
-from ember.plugins._shared.checkpoint_files import UnsafeLoadWarning, atomic_save, safe_load, warn_unsafe_load
+from ember.plugins._shared.checkpoint_files import (
+    UnsafeLoadWarning,
+    atomic_save,
+    disk_full_error,
+    safe_load,
+    warn_unsafe_load,
+)
 
-__all__ = ["TorchCheckpointIO", "UnsafeLoadWarning", "atomic_save", "safe_load", "warn_unsafe_load"]
+__all__ = ["TorchCheckpointIO", "UnsafeLoadWarning", "atomic_save", "disk_full_error", "safe_load",
+           "warn_unsafe_load"]
 
 
 class TorchCheckpointIO:
