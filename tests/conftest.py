@@ -38,12 +38,14 @@ def _torch_modes() -> dict[str, tuple[Any, Callable[[Any], None]]]:
     return modes
 
 
-#: What a Trainer sets for the whole process on purpose, as Lightning does (``deterministic=``, ``benchmark=``,
-#: and the process group of a one-process DDP run, kept until exit): put back after each test without failing it.
+#: What ember sets for the whole process on purpose, as Lightning does (``deterministic=``, ``benchmark=``,
+#: ``seed_everything``'s variables, and the process group of a one-process DDP run, kept until exit): put back
+#: after each test without failing it.
 _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torch.backends.cudnn.benchmark",
-                           "env CUBLAS_WORKSPACE_CONFIG", "a torch.distributed process group"}
-#: Set by pytest itself around each phase.
-_PYTEST_ENV = {"PYTEST_CURRENT_TEST"}
+                           "env CUBLAS_WORKSPACE_CONFIG", "env EMBER_GLOBAL_SEED", "env EMBER_SEED_WORKERS",
+                           "a torch.distributed process group"}
+#: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
+_PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 
 
 class _Snapshot:
