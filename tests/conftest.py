@@ -39,11 +39,11 @@ def _torch_modes() -> dict[str, tuple[Any, Callable[[Any], None]]]:
 
 
 #: What ember sets for the whole process on purpose, as Lightning does (``deterministic=``, ``benchmark=``,
-#: ``seed_everything``'s variables, and the process group of a one-process DDP run, kept until exit): put back
-#: after each test without failing it.
+#: ``seed_everything``'s variables, and the process group and error-recording excepthook of a launched run,
+#: kept until exit): put back after each test without failing it.
 _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torch.backends.cudnn.benchmark",
                            "env CUBLAS_WORKSPACE_CONFIG", "env EMBER_GLOBAL_SEED", "env EMBER_SEED_WORKERS",
-                           "a torch.distributed process group"}
+                           "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 
