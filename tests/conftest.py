@@ -12,11 +12,6 @@ from typing import Any
 import pytest
 import torch
 
-# torch imports its compiler stack lazily (building the first optimizer does), and that import sets
-# TORCHINDUCTOR_CACHE_DIR once per process: import it now so the first test to build an optimizer is not
-# blamed for a change torch makes.
-import torch._dynamo  # noqa: E402,F401
-
 #: Signals whose handlers ember installs and puts back (interrupts, SLURM's requeue warning).
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2") if hasattr(signal, name))
 
@@ -43,15 +38,14 @@ def _torch_modes() -> dict[str, tuple[Any, Callable[[Any], None]]]:
     return modes
 
 
-#: What a Trainer sets for the whole process on purpose, as Lightning does (``deterministic=``, ``benchmark=``,
-#: and the process group of a one-process DDP run, kept until exit): put back after each test without failing it.
+#: What ember sets for the whole process on purpose, as Lightning does (``deterministic=``, ``benchmark=``,
+#: ``seed_everything``'s variables, and the process group and error-recording excepthook of a launched run,
+#: kept until exit): put back after each test without failing it.
 _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torch.backends.cudnn.benchmark",
-                           "env CUBLAS_WORKSPACE_CONFIG", "a torch.distributed process group",
-                           # seed_everything() records the seed for worker processes and later runs (Lightning's
-                           # PL_GLOBAL_SEED / PL_SEED_WORKERS play the same part)
-                           "env EMBER_GLOBAL_SEED", "env EMBER_SEED_WORKERS"}
-#: Set by pytest itself around each phase.
-_PYTEST_ENV = {"PYTEST_CURRENT_TEST"}
+                           "env CUBLAS_WORKSPACE_CONFIG", "env EMBER_GLOBAL_SEED", "env EMBER_SEED_WORKERS",
+                           "a torch.distributed process group", "sys.excepthook"}
+#: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
+_PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 
 
 class _Snapshot:

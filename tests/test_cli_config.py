@@ -42,6 +42,12 @@ class Data:
 '''
 
 
+@pytest.fixture(autouse=True)
+def _sys_path_put_back(monkeypatch):
+    """`ember fit` puts its working directory on sys.path (as `python -m` does); these run it in this process."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A user's package on the path, and a working directory."""

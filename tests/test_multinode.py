@@ -121,3 +121,5 @@ def test_a_node_whose_launcher_dies_stops_the_other_node(tmp_path: Path) -> None
                 os.kill(pid, signal.SIGKILL)
         for job in jobs:
             job.kill_group()
+            if job.proc.stdout is not None and not job.proc.stdout.closed:
+                job.proc.communicate(timeout=30)
