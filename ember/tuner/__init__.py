@@ -37,11 +37,13 @@ class Tuner:
 
     def scale_batch_size(self, model: torch.nn.Module, train_dataloaders: Any = None, datamodule: Any = None,
                          mode: str = "power", steps_per_trial: int = 3, init_val: int = 2, max_trials: int = 25,
-                         batch_arg_name: str = "batch_size", max_memory: int | None = None) -> int:
+                         batch_arg_name: str = "batch_size", margin: float = 0.05, max_val: int = 8192,
+                         max_memory: int | None = None) -> int:
         """The largest batch size that trains ``steps_per_trial`` steps without running out of memory (or, with
         ``max_memory`` bytes, without going over that CUDA peak): ``"power"`` doubles from ``init_val`` until a
-        failure; ``"binsearch"`` then bisects between the last success and the failure. The batch size is read
+        failure; ``"binsearch"`` then bisects between the last success and the failure and returns the size found
+        less ``margin`` (5%) as a safety buffer. Sizes stop at ``max_val``. The batch size is read
         from and written to ``batch_arg_name`` on the DataModule or the model (attribute or hparams entry),
         whose ``train_dataloader()`` must build the loader from it. Returns the size found."""
         return scale_batch_size(self.trainer, model, train_dataloaders, datamodule, mode, steps_per_trial, init_val,
-                                max_trials, batch_arg_name, max_memory)
+                                max_trials, batch_arg_name, margin, max_val, max_memory)

@@ -29,27 +29,33 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 def scale_batch_size(trainer: Any, model: torch.nn.Module, train_dataloaders: Any = None, datamodule: Any = None,
                      mode: str = "power", steps_per_trial: int = 3, init_val: int = 2, max_trials: int = 25,
-                     batch_arg_name: str = "batch_size", max_memory: int | None = None) -> int:
+                     batch_arg_name: str = "batch_size", margin: float = 0.05, max_val: int = 8192,
+                     max_memory: int | None = None) -> int:
     """Find the batch size (see :meth:`ember.tuner.Tuner.scale_batch_size`)."""
+    if not 0.0 <= margin < 1.0:
+        raise ConfigurationError(f"scale_batch_size(margin={margin!r}) is invalid: expected a float in [0, 1).")
     if mode not in ("power", "binsearch", "binary"):
         raise ConfigurationError(f"scale_batch_size(mode={mode!r}) is invalid: expected 'power' or 'binsearch'.")
     if train_dataloaders is not None:
         raise ConfigurationError(
             "scale_batch_size() cannot change the batch size of a DataLoader that is already built: define "
             f"train_dataloader() on the model or a DataModule that reads self.{batch_arg_name}, and pass that.")
-    for name, value in (("steps_per_trial", steps_per_trial), ("init_val", init_val), ("max_trials", max_trials)):
+    for name, value in (("steps_per_trial", steps_per_trial), ("init_val", init_val), ("max_trials", max_trials),
+                        ("max_val", max_val)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"scale_batch_size({name}={value!r}) is invalid: expected an int >= 1.")
     owner = _owner(model, datamodule, batch_arg_name)
     with restored(model, datamodule):
         found = _search(trainer, model, datamodule, owner, batch_arg_name, mode, steps_per_trial, init_val,
-                        max_trials, max_memory)
+                        max_trials, max_val, max_memory)
+    if mode != "power" and margin > 0:  # Lightning's safety margin, for the bisected size only
+        found = max(1, int(found * (1 - margin)))
     _set(owner, batch_arg_name, found)
     return found
 
 
 def _search(trainer: Any, model: Any, datamodule: Any, owner: Any, name: str, mode: str, steps: int, size: int,
-            max_trials: int, max_memory: int | None) -> int:
+            max_trials: int, max_val: int, max_memory: int | None) -> int:
     good, bad = 0, None
     for _ in range(max_trials):
         _set(owner, name, size)
@@ -57,9 +63,9 @@ def _search(trainer: Any, model: Any, datamodule: Any, owner: Any, name: str, mo
         log.info("batch size %d: %s", size, "fits" if ok else "out of memory")
         if ok:
             good = size
-            if whole:  # one batch already holds the whole training set: larger changes nothing
+            if whole or good >= max_val:  # one batch holds the whole training set, or the cap is reached
                 break
-            size = size * 2 if bad is None else (good + bad) // 2
+            size = min(size * 2, max_val) if bad is None else (good + bad) // 2
         else:
             bad = size
             if mode == "power":

@@ -23,8 +23,9 @@ class LRFinder:
         self._index: int | None = None
 
     def lr_at(self, step: int) -> float:
-        """The learning rate of optimizer step ``step`` (0-based)."""
-        fraction = step / max(self.num_training - 1, 1)
+        """The learning rate of optimizer step ``step`` (0-based): Lightning's schedule, ``min_lr`` for the first
+        step, then the points ``2/n, 3/n, ..., n/n`` of the way to ``max_lr`` (the last step trains at ``max_lr``)."""
+        fraction = 0.0 if step == 0 else min(step + 1, self.num_training) / self.num_training
         if self.mode == "exponential":
             return self.min_lr * (self.max_lr / self.min_lr) ** fraction
         return self.min_lr + (self.max_lr - self.min_lr) * fraction

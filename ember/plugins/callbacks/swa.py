@@ -120,6 +120,18 @@ class SWA(WeightAveraging):
                 update_bn(loader, module, device=device)
 
     @hookimpl(wrapper=True)
+    def setup_module(self, trainer: Any) -> Any:
+        # Called after configure_optimizers and before a resumed fit loads the optimizer state: a checkpoint
+        # written during the SWA phase has SWALR's keys in the parameter groups, which the new optimizer must
+        # have too (their values come from the checkpoint; a checkpoint without them drops them again).
+        if getattr(trainer, "ckpt_path", None):
+            for optimizer in trainer.optimizers:
+                for group in optimizer.param_groups:
+                    group.setdefault("initial_lr", group["lr"])
+                    group.setdefault("swa_lr", group["lr"])
+        return (yield)
+
+    @hookimpl(wrapper=True)
     def process_dataloader(self, stage: str) -> Any:
         loader = yield  # the training data as the strategy prepared it, for update_bn
         if stage == "train":
