@@ -13,7 +13,14 @@ import torch
 
 import ember
 from ember.hookspecs import spec_modules
-from ember.hookspecs.reference import SpecRecord, render_markdown, render_protocols, specs
+from ember.hookspecs.reference import (
+    PROTOCOL_FILES,
+    SpecRecord,
+    protocol_name,
+    render_markdown,
+    render_protocols,
+    specs,
+)
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
 ALL_SPECS = specs()
@@ -80,11 +87,18 @@ def test_spec_arguments_can_be_passed_by_name(module) -> None:
             assert kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD}, name
 
 
-def test_typing_protocols_are_generated_from_the_specs() -> None:
-    path = Path(ember.__file__).parent / "hookspecs" / "protocols.py"
-    assert path.read_text() == render_protocols(), (
-        "ember/hookspecs/protocols.py is out of date: run "
-        "`python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`")
+@pytest.mark.parametrize("file", sorted(PROTOCOL_FILES))
+def test_typing_protocols_are_generated_from_the_specs(file: str) -> None:
+    path = Path(ember.__file__).parent / "hookspecs" / file
+    assert path.read_text() == render_protocols(file), (
+        f"ember/hookspecs/{file} is out of date: run `python -m ember.hookspecs.reference --protocols`")
+
+
+def test_every_protocol_imports_from_one_module() -> None:
+    from ember.hookspecs import protocols
+
+    assert {protocol_name(s.name) for s in ALL_SPECS} | {"EventHooks"} == set(protocols.__all__)
+    assert all(hasattr(protocols, name) for name in protocols.__all__)
 
 
 def test_protocols_are_empty_at_run_time() -> None:

@@ -1,10 +1,12 @@
 """The hook contract: every hook ember's loop calls, as pluggy specifications.
 
-Three families live in three modules:
+Three families, each split by phase into modules under about 500 lines:
 
-* :mod:`ember.hookspecs.events` -- Lightning's callback/module events, broadcast to every plugin.
+* :mod:`ember.hookspecs.events` -- Lightning's callback/module events, broadcast to every plugin
+  (``events.fit``, ``events.evaluation``, ``events.checkpoints``).
 * :mod:`ember.hookspecs.roles` -- the work of the accelerator, precision, strategy and checkpoint-storage
-  roles, answered by the active plugin of the role (``firstresult``) and wrappable by any plugin.
+  roles, answered by the active plugin of the role (``firstresult``) and wrappable by any plugin
+  (``roles.compute``, ``roles.distributed``, ``roles.storage``).
 * :mod:`ember.hookspecs.config` -- the few configuration hooks.
 
 Every hook's ``trainer`` argument is a :class:`~ember.hookspecs.trainer.TrainerLike`: what a plugin may use
