@@ -22,22 +22,22 @@ from ember.core.options import invalid
 
 def _decay(value):
     if not isinstance(value, float) or not 0.0 < value < 1.0:
-        raise invalid("ema_decay", value, "expected a float in (0, 1)")
+        raise invalid("probe_decay", value, "expected a float in (0, 1)")
 
 
 class Ema:
-    identity = "callback.ema"
+    identity = "callback.decay-probe"
     started = []
 
     @staticmethod
     @ember.hookimpl
     def add_options(options):
-        options.add("ema_decay", type="float | None", default=None, validate=_decay, switches="callback.ema",
+        options.add("probe_decay", type="float | None", default=None, validate=_decay, switches="callback.decay-probe",
                     help="keep an exponential moving average of the weights with this decay")
 
     @ember.hookimpl
     def on_train_start(self, trainer):
-        Ema.started.append(trainer.config.ema_decay)
+        Ema.started.append(trainer.config.probe_decay)
 '''
 
 
@@ -77,27 +77,27 @@ def test_unknown_arguments_suggest_plugin_arguments_too(given: str, closest: str
 
 
 def test_an_installed_plugin_brings_its_own_argument(ember_distribution: Any) -> None:
-    with pytest.raises(ember.ConfigurationError, match="unknown argument 'ema_decay'"):
-        ember.Trainer(ema_decay=0.9)
-    ember_distribution("ember-ema", entry_points={"ember.plugins": {"callback.ema": "ema_plugin:Ema"}},
-                       modules={"ema_plugin.py": PLUGIN})
-    assert any(o.name == "ema_decay" and o.plugin == "callback.ema" for o in declared_options())
-    with pytest.raises(ember.ConfigurationError, match=r"Trainer\(ema_decay=2\.0\) is invalid: expected a float"):
-        ember.Trainer(ema_decay=2.0)
-    assert "callback.ema" not in dict(ember.Trainer(**QUIET).extra_plugins)  # default None: off
+    with pytest.raises(ember.ConfigurationError, match="unknown argument 'probe_decay'"):
+        ember.Trainer(probe_decay=0.9)
+    ember_distribution("ember-decay-probe", entry_points={"ember.plugins": {"callback.decay-probe": "probe_plugin:Ema"}},
+                       modules={"probe_plugin.py": PLUGIN})
+    assert any(o.name == "probe_decay" and o.plugin == "callback.decay-probe" for o in declared_options())
+    with pytest.raises(ember.ConfigurationError, match=r"Trainer\(probe_decay=2\.0\) is invalid: expected a float"):
+        ember.Trainer(probe_decay=2.0)
+    assert "callback.decay-probe" not in dict(ember.Trainer(**QUIET).extra_plugins)  # default None: off
 
     from ember.testing import TinyClassifier, tiny_loaders
 
-    trainer = ember.Trainer(ema_decay=0.9, max_epochs=1, limit_train_batches=1, enable_checkpointing=False,
+    trainer = ember.Trainer(probe_decay=0.9, max_epochs=1, limit_train_batches=1, enable_checkpointing=False,
                             num_sanity_val_steps=0, **QUIET)
     trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])
-    import ema_plugin
+    import probe_plugin
 
-    assert ema_plugin.Ema.started == [0.9]  # switched on by its argument, and reading it
+    assert probe_plugin.Ema.started == [0.9]  # switched on by its argument, and reading it
 
 
 def test_two_plugins_declaring_one_argument_is_an_error(ember_distribution: Any) -> None:
-    clash = PLUGIN.replace('"callback.ema"', '"callback.timer-two"').replace("ema_decay", "max_time")
+    clash = PLUGIN.replace('"callback.decay-probe"', '"callback.timer-two"').replace("probe_decay", "max_time")
     ember_distribution("ember-clash", entry_points={"ember.plugins": {"callback.timer-two": "clash_plugin:Ema"}},
                        modules={"clash_plugin.py": clash})
     with pytest.raises(ember.PluginError, match="'callback.timer-two' declares the Trainer argument 'max_time', "
