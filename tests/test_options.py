@@ -121,3 +121,8 @@ def test_the_docs_argument_rows_come_from_the_declarations() -> None:
     for option in declarations().of_plugins():
         assert markdown_row(option) in page, (
             f"docs/trainer.md's row for {option.name!r} is stale: run `python -m ember.core.options` and paste it")
+
+
+def test_a_config_built_directly_has_the_declared_defaults() -> None:
+    config = ember.TrainerConfig(max_epochs=3)
+    assert (config.max_epochs, config.max_time, config.enable_progress_bar, config.hang_timeout) == (3, None, True, 600.0)

@@ -256,7 +256,8 @@ class TrainerConfig:
     trace: Any = attrs.field(default=None, validator=_trace)
     #: The arguments plugins declare (see :mod:`ember.core.options`), checked by their declarations: every one
     #: is here, given or default, and reads as an attribute (``config.max_time``).
-    plugin_options: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda v: MappingProxyType(dict(v)))
+    plugin_options: Mapping[str, Any] = attrs.field(factory=lambda: _declared_defaults(),
+                                                     converter=lambda v: MappingProxyType(dict(v)))
 
     def __getattr__(self, name: str) -> Any:  # only reached for names that are not fields: plugins' arguments
         try:
@@ -302,6 +303,13 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])
     return TrainerConfig(**kwargs, plugin_options=plugin_values)
+
+
+def _declared_defaults() -> dict[str, Any]:
+    """The defaults of the arguments plugins declare (a TrainerConfig built directly, not by a Trainer)."""
+    from ember.core import options
+
+    return {option.name: option.default for option in options.declarations().of_plugins()}
 
 
 def core_options() -> list[Any]:
