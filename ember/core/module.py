@@ -157,7 +157,7 @@ class Module(torch.nn.Module):
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward under manual optimization: runs ``on_before_backward``, the precision's backward (loss
         scaling) and ``on_after_backward``. Use instead of ``loss.backward()``."""
-        self.trainer.loop.backward(loss, None)
+        self.trainer.loop.training.backward(loss, None)
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                        gradient_clip_algorithm: str | None = None) -> Any:
@@ -165,7 +165,7 @@ class Module(torch.nn.Module):
         if gradient_clip_val is None:
             return None
         opt = getattr(optimizer, "optimizer", optimizer)
-        return self.trainer.loop.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
+        return self.trainer.loop.training.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
         """Gather ``tensor`` from every process (a collective)."""
@@ -185,7 +185,7 @@ class Module(torch.nn.Module):
         module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
         inference.
         """
-        from ember.core.checkpoint import load_module
+        from ember.core.checkpoint_format import load_module
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
                            weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)

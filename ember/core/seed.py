@@ -129,23 +129,26 @@ def seed_workers(loader: Any, rank: int = 0, trainer: Any = None) -> Any:
 
 
 # -- deterministic algorithms ------------------------------------------------------------------------------
+#: The setting each running Trainer found, put back when its run ends.
+_DETERMINISTIC_BEFORE: weakref.WeakKeyDictionary[Any, tuple[bool, bool, str | None]] = weakref.WeakKeyDictionary()
+
+
 def use_deterministic(trainer: Any, mode: bool | str) -> None:
     """Switch torch's deterministic algorithms on for one run (``mode`` True or ``"warn"``), remembering the
     previous setting on ``trainer`` for :func:`restore_deterministic`."""
-    if getattr(trainer, "_deterministic_before", None) is None:
-        trainer._deterministic_before = (torch.are_deterministic_algorithms_enabled(),
-                                         torch.is_deterministic_algorithms_warn_only_enabled(),
-                                         os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    if trainer not in _DETERMINISTIC_BEFORE:
+        _DETERMINISTIC_BEFORE[trainer] = (torch.are_deterministic_algorithms_enabled(),
+                                          torch.is_deterministic_algorithms_warn_only_enabled(),
+                                          os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True, warn_only=mode == "warn")
 
 
 def restore_deterministic(trainer: Any) -> None:
     """Put back what :func:`use_deterministic` changed (at the end of the run, however it ends)."""
-    before = getattr(trainer, "_deterministic_before", None)
+    before = _DETERMINISTIC_BEFORE.pop(trainer, None)
     if before is None:
         return
-    trainer._deterministic_before = None
     enabled, warn_only, cublas = before
     torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
     if cublas is None:
