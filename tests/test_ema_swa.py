@@ -125,6 +125,32 @@ def test_checkpoint_written_after_fit_resumes_training_weights(tmp_path: Path) -
     assert all(torch.equal(a, b) for a, b in zip(again.parameters(), ref.parameters(), strict=True))
 
 
+class BN(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net.insert(1, torch.nn.BatchNorm1d(16))
+
+
+def test_swa_with_batchnorm_resumes_from_a_checkpoint_written_after_fit(tmp_path: Path) -> None:
+    """After fit the module holds the average and recomputed BatchNorm statistics; the checkpoint still holds
+    the training weights and statistics, so the resumed fit ends bit for bit like the straight one."""
+
+    def run(epochs: int, ckpt: str | None = None, save: Path | None = None) -> BN:
+        ember.seed_everything(3)
+        model = BN()
+        trainer = ember.Trainer(max_epochs=epochs, callbacks=[SWA(swa_lrs=0.05, swa_epoch_start=1)], **QUIET)
+        trainer.fit(model, loader(), ckpt_path=ckpt)
+        if save is not None:
+            trainer.save_checkpoint(save)
+        return model
+
+    straight = run(3)
+    run(2, save=tmp_path / "after.ckpt")
+    resumed = run(3, ckpt=str(tmp_path / "after.ckpt"))
+    a, b = straight.state_dict(), resumed.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
 def test_swa_averages_epochs_and_anneals_lr() -> None:
     swa = SWA(swa_lrs=0.01, swa_epoch_start=2, annealing_epochs=1, apply_at_end=False)
     lrs: list[float] = []
@@ -140,11 +166,6 @@ def test_swa_averages_epochs_and_anneals_lr() -> None:
 
 
 def test_swa_recomputes_batchnorm_statistics() -> None:
-    class BN(TinyClassifier):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net.insert(1, torch.nn.BatchNorm1d(16))
-
     ember.seed_everything(3)
     model, swa = BN(), SWA(swa_lrs=0.05, swa_epoch_start=1)
     ember.Trainer(max_epochs=3, callbacks=[swa], **QUIET).fit(model, loader())

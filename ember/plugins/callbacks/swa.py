@@ -11,6 +11,7 @@ import torch
 from torch.optim.swa_utils import SWALR, get_swa_multi_avg_fn, update_bn
 
 from ember.core.errors import ConfigurationError
+from ember.core.seed import preserved_rng
 from ember.hookspecs import hookimpl
 from ember.plugins.callbacks.weight_averaging import WeightAveraging
 
@@ -117,7 +118,8 @@ class SWA(WeightAveraging):
             loader = self._train_loader
             if loader is not None:
                 device = next(module.parameters()).device
-                update_bn(loader, module, device=device)
+                with preserved_rng(device):  # draws nothing from the stream a resumed fit continues
+                    update_bn(loader, module, device=device)
 
     @hookimpl(wrapper=True)
     def setup_module(self, trainer: Any) -> Any:

@@ -54,6 +54,11 @@ class WeightAveraging:
             tensors += [b.detach() for b in module.buffers()]
         return tensors
 
+    @staticmethod
+    def _everything(module: torch.nn.Module) -> list[torch.Tensor]:
+        """Every parameter and buffer: what a swap saves and puts back."""
+        return [p.detach() for p in module.parameters()] + [b.detach() for b in module.buffers()]
+
     def _update(self, module: torch.nn.Module, avg_fn: AvgFn) -> None:
         """Fold the module's current tensors into the average (the first update copies them)."""
         current = self._tensors(module)
@@ -83,15 +88,14 @@ class WeightAveraging:
     def _swap_in(self, module: torch.nn.Module) -> None:
         if self.averaged is None or self.n_averaged == 0 or self._backup is not None:
             return
-        current = self._tensors(module)
-        self._backup = [t.clone() for t in current]
-        torch._foreach_copy_(current, self.averaged)
+        self._backup = [t.clone() for t in self._everything(module)]
+        torch._foreach_copy_(self._tensors(module), self.averaged)
 
     @torch.no_grad()
     def _swap_out(self, module: torch.nn.Module) -> None:
         if self._backup is None:
             return
-        torch._foreach_copy_(self._tensors(module), self._backup)
+        torch._foreach_copy_(self._everything(module), self._backup)
         self._backup = None
 
     # -- the fit -------------------------------------------------------------------------------------------
@@ -115,8 +119,9 @@ class WeightAveraging:
         with torch.no_grad():
             torch._foreach_copy_(self.averaged, [s.to(t.device) for s, t in zip(saved, tensors, strict=True)])
             if state.get("training_weights") is not None:  # saved after the averaged weights were applied
-                torch._foreach_copy_(tensors, [s.to(t.device) for s, t in
-                                               zip(state["training_weights"], tensors, strict=True)])
+                everything = self._everything(module)
+                torch._foreach_copy_(everything, [s.to(t.device) for s, t in
+                                                   zip(state["training_weights"], everything, strict=True)])
         self.n_averaged = int(state["n_averaged"])
 
     @hookimpl
