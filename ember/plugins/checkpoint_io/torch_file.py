@@ -21,9 +21,11 @@ import logging
 import os
 import pickle
 import secrets
+import shutil
 import socket
 import warnings
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -87,15 +89,53 @@ def _remove_stale_temporaries(path: str) -> None:
 
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save(obj)`` to ``path`` atomically: ``path`` holds the old bytes or all of the new ones."""
+    _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_link(source: str, path: str) -> None:
+    """Make ``path`` hold the bytes of the complete file ``source`` atomically, without serialising again: a hard
+    link where the file system allows one, else a copy of the bytes (fsynced), renamed over ``path``."""
+    source, path = os.path.abspath(source), os.path.abspath(path)
+    if source == path:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _remove_stale_temporaries(path)
+    tmp = _tmp_name(path)
+    try:
+        os.link(source, tmp)
+    except OSError:  # another device, or a file system without hard links
+        _atomic_write(path, lambda f: _copy_bytes(source, f))
+        return
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _fsync_dir(os.path.dirname(path))
+
+
+def _copy_bytes(source: str, f: Any) -> None:
+    with open(source, "rb") as src:
+        shutil.copyfileobj(src, f, 1 << 20)
+
+
+def _tmp_name(path: str) -> str:
+    return f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
+    """Call ``write(file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``, fsync the
+    directory; on any failure the temporary file is removed and ``path`` is untouched."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temporaries(path)
-    tmp = f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = _tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -171,10 +211,21 @@ def warn_unsafe_load(path: str) -> None:
 
 
 class TorchCheckpointIO:
-    """Local checkpoint files (the default checkpoint storage)."""
+    """Local checkpoint files (the default checkpoint storage).
+
+    :param async_save: while a fit trains, write checkpoints on a background thread from a snapshot taken at the
+        loop's safe point (see docs/checkpoints.md). ``False`` writes them on the training thread, as
+        ``trainer.save_checkpoint`` outside a fit always does. The option lives here, on the storage, because
+        the storage decides whether its writes may run on another thread.
+    """
 
     role = "checkpoint_io"
     identity = "checkpoint_io.torch"
+
+    def __init__(self, async_save: bool = True) -> None:
+        if not isinstance(async_save, bool):
+            raise TypeError(f"TorchCheckpointIO(async_save={async_save!r}): pass True or False.")
+        self.async_save = async_save
 
     @staticmethod
     def auto_select(config: Any) -> int:
@@ -184,6 +235,17 @@ class TorchCheckpointIO:
     def save_checkpoint(self, trainer: Any, checkpoint: dict, path: str) -> bool:
         if trainer is None or trainer.global_rank == 0:  # one file for all processes
             atomic_save(checkpoint, path)
+        return True
+
+    def link_checkpoint(self, trainer: Any, source: str, path: str) -> bool:
+        """Give ``path`` the bytes already written to ``source`` (a hard link, or a copy of the bytes). False
+        (write it with ``save_checkpoint``) when a subclass changes how files are written, or ``source`` is gone."""
+        if type(self).save_checkpoint is not TorchCheckpointIO.save_checkpoint:
+            return False
+        if trainer is None or trainer.global_rank == 0:
+            if not os.path.isfile(source):
+                return False
+            atomic_link(source, path)
         return True
 
     @hookimpl
