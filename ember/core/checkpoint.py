@@ -525,7 +525,11 @@ class Checkpointing:
         if not isinstance(loops, Mapping) or not isinstance(loops.get("fit"), Mapping):
             raise CheckpointError(f"{path} has no loop progress (loops['fit']): it cannot resume a fit.")
         progress = FitProgress.from_dict(loops["fit"])
-        _load_list("optimizer", t.optimizers, checkpoint.get("optimizer_states", []), path)
+        states = checkpoint.get("optimizer_states", [])
+        if len(states) == len(t.optimizers):  # else _load_list names the counts
+            for i, (optimizer, state) in enumerate(zip(t.optimizers, states, strict=True)):
+                check_optimizer_state(i, optimizer, state, path)
+        _load_list("optimizer", t.optimizers, states, path)
         _load_list("learning-rate scheduler", [c.scheduler for c in t.lr_scheduler_configs],
                    checkpoint.get("lr_schedulers", []), path)
         grads = checkpoint.get("grads")
@@ -645,6 +649,31 @@ class Checkpointing:
             t.hook.requeue(trainer=t, signum=signum, checkpoint_path=path, requested=self.stop_requeue)
         self.stop_signal = None
         raise stop_exception(signum, path)
+
+
+def check_optimizer_state(index: int, optimizer: Any, state: Any, path: str | None) -> None:
+    """A CheckpointError, before anything is loaded, when ``state`` cannot be this optimizer's: other parameter
+    groups, other group sizes, or another kind of optimizer (torch would fail later, or silently misbehave)."""
+    name = type(optimizer).__name__
+    groups = state.get("param_groups") if isinstance(state, Mapping) else None
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        raise CheckpointError(f"{path}: the state of optimizer {index} has no parameter groups: it is damaged.")
+    if len(groups) != len(optimizer.param_groups):
+        raise CheckpointError(f"{path}: optimizer {index} ({name}) has {len(optimizer.param_groups)} parameter "
+                              f"group(s) in this run, {len(groups)} in the checkpoint. configure_optimizers() must "
+                              "build the groups it built when the checkpoint was written.")
+    for g, (saved, current) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+        extra = sorted(set(saved) - set(current) - {"params"})
+        if extra:
+            raise CheckpointError(
+                f"{path}: parameter group {g} of optimizer {index} was saved by an optimizer with the settings "
+                f"{extra}, which this run's {name} does not have: configure_optimizers() returns another kind of "
+                "optimizer than when the checkpoint was written (e.g. SGD then, Adam now). Resume with the same "
+                "optimizer, or load only the weights (Module.load_from_checkpoint) and start a new fit.")
+        if len(saved.get("params", ())) != len(current["params"]):
+            raise CheckpointError(f"{path}: parameter group {g} of optimizer {index} ({name}) holds "
+                                  f"{len(current['params'])} parameters in this run, {len(saved.get('params', ()))} "
+                                  "in the checkpoint: the model or its parameter groups changed.")
 
 
 def _load_list(what: str, objects: list[Any], states: list[Any], path: str | None) -> None:

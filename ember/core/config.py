@@ -124,8 +124,9 @@ def _clip_algorithm(instance: Any, attribute: attrs.Attribute, value: Any) -> No
 def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise _fail("gradient_clip_val", value, "expected a number >= 0 or None")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        # NaN or infinity would clip every gradient to NaN (or not at all) without a word
+        raise _fail("gradient_clip_val", value, "expected a finite number >= 0 (0 or None: no clipping)")
 
 
 def _hang_timeout(instance: Any, attribute: attrs.Attribute, value: Any) -> None:

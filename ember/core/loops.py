@@ -217,6 +217,11 @@ class Loops:
                                      "iterable that yields a batch per step.")
         self.train_loader = ckpt.train_loader(train[0])
         t.num_training_batches = self.num_batches("train", self.train_loader)
+        if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
+            raise ConfigurationError(
+                "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
+                "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
+                "purpose.")
         self.val_loaders = self.loaders("validate", loaders["validate"])
         t.num_val_batches = [self.num_batches("validate", dl) for dl in self.val_loaders]
         self._check_val_interval()
@@ -457,6 +462,9 @@ class Loops:
 
     def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
         t = self.t
+        if isinstance(clip_val, bool) or not isinstance(clip_val, (int, float)) or not 0 <= clip_val < float("inf"):
+            raise ConfigurationError(f"clip_gradients(gradient_clip_val={clip_val!r}) is invalid: expected a finite "
+                                     "number >= 0.")
         return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
                                      algorithm=algorithm)
 

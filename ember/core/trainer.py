@@ -43,6 +43,7 @@ FLAG_PLUGINS = {
     "max_time": ("callback.timer", "callback.timer"),
     "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
     "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
+    "log_every_n_steps": ("callback.loss-check", "callback.loss-check"),
 }
 
 

@@ -404,8 +404,8 @@ def requeue(trainer: Trainer, signum: int, checkpoint_path: str | None, requeste
     """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
 
     Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
-    before it raises ``ember.core.signals.SignalExit``. Answered by a cluster-environment plugin; nothing
-    happens when none answers. ``requested`` is True when whoever asked for the stop (through
+    before it raises (``KeyboardInterrupt`` after Ctrl-C, ``ember.core.signals.SignalExit`` otherwise).
+    Answered by a cluster-environment plugin; nothing happens when none answers. ``requested`` is True when whoever asked for the stop (through
     ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
     from ``signum`` alone.
 

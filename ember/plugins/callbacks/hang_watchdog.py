@@ -117,6 +117,10 @@ class HangWatchdog:
         self._monitor.start()
 
     @hookimpl
+    def on_exception(self, trainer: Any) -> None:
+        self.teardown(trainer)  # a run that fails before its teardown must not leave a watching thread
+
+    @hookimpl
     def teardown(self, trainer: Any) -> None:
         if self._monitor is not None:
             self._monitor.stop()

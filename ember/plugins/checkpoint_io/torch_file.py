@@ -16,6 +16,7 @@ format, unsafe objects, damaged data) into a
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import logging
 import os
@@ -139,11 +140,57 @@ def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
+        full = _disk_full_cause(exc)
+        if full is not None:
+            raise disk_full_error(path, obj, full) from None
         raise
     _fsync_dir(directory)
+
+
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The "no space" OSError behind ``exc`` (torch's writer may raise its own error while unwinding one)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+            return exc
+        failures = getattr(exc, "failures", None)  # torch.distributed.checkpoint's per-rank errors
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                found = _disk_full_cause(failure[0] if isinstance(failure, tuple) else failure)
+                if found is not None:
+                    return found
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.untyped_storage().nbytes()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def disk_full_error(path: str, obj: Any, exc: OSError) -> CheckpointError:
+    """The error of a save that ran out of space: where, how much is free, about how much it needs."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError:
+        free = -1
+    needed = _tensor_bytes(obj)
+    state = f"{free / 2**20:.1f} MiB free" if free >= 0 else "free space unknown"
+    return CheckpointError(f"cannot write {path}: no space left on the device ({exc.strerror}; {state}, the "
+                           f"checkpoint needs about {needed / 2**20:.1f} MiB). The previous file at this path, if "
+                           "any, is intact. Free some space or write checkpoints elsewhere (ModelCheckpoint(dirpath="
+                           "...) or Trainer(default_root_dir=...)).")
 
 
 def _first_line_with(text: str, *needles: str) -> str:
