@@ -217,3 +217,18 @@ def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:
     weight.add_(1)
     torch.cuda.synchronize()
     assert torch.equal(copy, (weight - 1).cpu())
+
+
+def test_one_writer_thread_serves_successive_saves_and_ends_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = BackgroundWriter()
+    monkeypatch.setattr(writer, "IDLE_SECONDS", 0.2)
+    threads: list[threading.Thread] = []
+    for _ in range(3):
+        writer.submit(lambda at: threads.append(threading.current_thread()))
+    writer.wait()
+    assert len(threads) == 3 and len(set(threads)) == 1 and threads[0] is not threading.main_thread()
+    threads[0].join(timeout=10)  # no work for IDLE_SECONDS: the thread ends; the next job starts another
+    assert not threads[0].is_alive()
+    writer.submit(lambda at: threads.append(threading.current_thread()))
+    writer.wait()
+    assert threads[-1] is not threads[0]

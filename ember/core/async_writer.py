@@ -11,8 +11,8 @@ Guarantees:
 * at most one write is in flight: the next save waits for the previous one first, so files appear in the
   order they were requested and host memory holds at most one snapshot being written;
 * every pending write is finished (:meth:`BackgroundWriter.wait`) at the end of a fit, when a fit stops on an
-  exception or a signal, before any checkpoint is read (:func:`flush_all`), and at interpreter exit (the
-  thread is not a daemon, and an ``atexit`` handler reports a failure nobody collected);
+  exception or a signal, before any checkpoint is read (:func:`flush_all`), and at interpreter exit (an
+  ``atexit`` handler waits for it and logs a failure nobody collected);
 * a failure in the background is raised on the training thread at the next save or flush, as a
   :class:`ember.CheckpointError` naming the file;
 * the storage's own atomicity is untouched: a process killed during a background write leaves the previous
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import queue
 import threading
 import weakref
 from collections import OrderedDict
@@ -97,9 +98,20 @@ def _copy(obj: Any, buffers: SnapshotBuffers, key: str, memo: dict[int, torch.Te
 
 
 class BackgroundWriter:
-    """Runs one write job at a time on a background thread; see the module docstring."""
+    """Runs one write job at a time on a background thread; see the module docstring.
+
+    The thread is started by the first job and kept while jobs keep coming (starting a thread per save costs
+    milliseconds on a loaded machine); it ends after :data:`IDLE_SECONDS` without work. It is a daemon thread:
+    the ``atexit`` handler of this module waits for its job, so a write in flight at exit still completes."""
+
+    #: How long the writer thread waits for the next job before it ends.
+    IDLE_SECONDS = 30.0
 
     def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[Callable[[str], None]], None]] = queue.SimpleQueue()
+        self._idle = threading.Event()
+        self._idle.set()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._error_path = ""
@@ -108,30 +120,44 @@ class BackgroundWriter:
 
     @property
     def busy(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return not self._idle.is_set()
 
     def submit(self, job: Callable[[Callable[[str], None]], None]) -> None:
         """Wait for the write in flight (raising its error), then run ``job`` in the background. ``job`` gets a
         function to call with the path it starts writing, so a failure can name it."""
         self.wait()
-        self._current_path = ""
-        self._thread = threading.Thread(target=self._run, args=(job,), name="ember-checkpoint-writer", daemon=False)
-        self._thread.start()
+        with self._lock:
+            self._current_path = ""
+            self._idle.clear()
+            self._jobs.put(job)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="ember-checkpoint-writer", daemon=True)
+                self._thread.start()
 
-    def _run(self, job: Callable[[Callable[[str], None]], None]) -> None:
-        def at(path: str) -> None:
-            self._current_path = path
+    def _serve(self) -> None:
+        while True:
+            try:
+                job = self._jobs.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._jobs.empty():
+                        self._thread = None
+                        return
+                continue
+            try:
+                job(self._at)
+            except BaseException as exc:  # surfaced on the training thread by wait()
+                self._error, self._error_path = exc, self._current_path
+            finally:
+                del job
+                self._idle.set()
 
-        try:
-            job(at)
-        except BaseException as exc:  # surfaced on the training thread by wait()
-            self._error, self._error_path = exc, self._current_path
+    def _at(self, path: str) -> None:
+        self._current_path = path
 
     def wait(self) -> None:
         """Block until the write in flight is done; raise a CheckpointError naming the file if it failed."""
-        thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join()
+        self._idle.wait()
         error, self._error = self._error, None
         if error is not None:
             where = self._error_path or "a checkpoint"
