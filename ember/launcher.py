@@ -98,24 +98,32 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
     if nproc_per_node > 1 and "OMP_NUM_THREADS" not in os.environ:
         # Like torchrun: keep N processes from each starting a thread per core.
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc_per_node))
+    shutdown_timeout = int(max(1, kill_timeout))
+    # LaunchConfig takes it from torch 2.12 on; before, the agent of _kill_timeout_on_failure applies it alone.
+    extra: dict[str, Any] = {"shutdown_timeout": shutdown_timeout} if _launch_config_has("shutdown_timeout") else {}
     with tempfile.TemporaryDirectory(prefix="ember-launch-") as log_dir:
         config = LaunchConfig(
             min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id or uuid.uuid4().hex,
             rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint or "", rdzv_configs=configs,
             max_restarts=max_restarts, monitor_interval=monitor_interval, start_method="spawn",
-            logs_specs=DefaultLogsSpecs(log_dir=log_dir), shutdown_timeout=int(max(1, kill_timeout)))
+            logs_specs=DefaultLogsSpecs(log_dir=log_dir), **extra)
         try:
-            with _kill_timeout_on_failure(), _launcher_pid_in_environment():
+            with _kill_timeout_on_failure(shutdown_timeout), _launcher_pid_in_environment():
                 elastic_launch(config, entrypoint=sys.executable)("-c", worker_bootstrap(), *argv)
         except ChildFailedError as err:
-            stopped = signal_stop_status(err.failures)
-            if stopped is not None:  # every process stopped on a signal in order (after saving): not a failure
-                print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
-                raise SystemExit(stopped) from None
-            raise describe_failure(err) from None
+            raise _failure(err) from None
         except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
             raise SystemExit(128 + int(sig.sigval)) from None
     return 0
+
+
+def _launch_config_has(name: str) -> bool:
+    """Whether this torch's ``LaunchConfig`` takes ``name`` (fields come and go between torch releases)."""
+    import dataclasses
+
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return name in {f.name for f in dataclasses.fields(LaunchConfig)}
 
 
 # -- no orphans -------------------------------------------------------------------------------------------
@@ -192,7 +200,7 @@ def worker_bootstrap() -> str:
 
 
 @contextlib.contextmanager
-def _kill_timeout_on_failure() -> Iterator[None]:
+def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
     """Make the agent honour ``shutdown_timeout`` when it stops the other processes after a failure.
 
     torch's elastic agent (2.x) stops the survivors of a failed process with a fixed 30 s between SIGTERM and
@@ -212,12 +220,11 @@ def _kill_timeout_on_failure() -> Iterator[None]:
         def _start_workers(self, worker_group: Any) -> Any:
             started = super()._start_workers(worker_group)
             pcontext = getattr(self, "_pcontext", None)
-            timeout = getattr(self, "_shutdown_timeout", None)
-            if pcontext is not None and isinstance(timeout, int):
+            if pcontext is not None:
                 close = pcontext.close
 
                 def close_within_timeout(death_sig: Any = None, *args: Any, **kwargs: Any) -> None:
-                    close(death_sig, timeout)
+                    close(death_sig, shutdown_timeout)
 
                 pcontext.close = close_within_timeout
             return started
@@ -227,6 +234,16 @@ def _kill_timeout_on_failure() -> Iterator[None]:
         yield
     finally:
         api.LocalElasticAgent = base  # type: ignore[misc]
+
+
+def _failure(err: Any) -> BaseException:
+    """What the launcher raises for the agent's ChildFailedError: ``SystemExit(128 + signal)`` when every
+    process stopped on a signal in order (after saving), else a :class:`WorkerFailedError`."""
+    stopped = signal_stop_status(err.failures)
+    if stopped is not None:
+        print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
+        return SystemExit(stopped)
+    return describe_failure(err)
 
 
 def signal_stop_status(failures: dict[int, Any]) -> int | None:

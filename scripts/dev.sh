@@ -3,30 +3,56 @@
 # extras), then runs what was asked.
 #   bash scripts/dev.sh demo [ember demo options]   train on the bundled digits data, print validation accuracy
 #   bash scripts/dev.sh test [pytest options]       lint (ruff), type-check (mypy), then the test suite
+#   bash scripts/dev.sh test --torch 2.4.1 [pytest options]
+#                                                   the test suite against another torch, in its own side
+#                                                   environment .venv-torch-2.4.1 (made on first use; the
+#                                                   torch wheel comes from the package index with its CUDA
+#                                                   libraries). Lint and type-check belong to the plain `test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
+cmd=${1:-test}
+shift || true
+torch_version=""
+if [ "$cmd" = test ] && [ "${1:-}" = --torch ]; then
+    if [ -z "${2:-}" ]; then
+        echo "dev.sh test --torch needs a version, e.g. bash scripts/dev.sh test --torch 2.4.1" >&2
+        exit 2
+    fi
+    torch_version=$2
+    shift 2
+fi
 venv=.venv
+[ -n "$torch_version" ] && venv=".venv-torch-$torch_version"
 if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
-if ! "$py" -c "import torch" >/dev/null 2>&1; then
+if [ -n "$torch_version" ]; then
+    have=$("$py" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
+    if [ "$have" != "$torch_version" ]; then
+        "$py" -m pip install --quiet "torch==$torch_version"
+    fi
+elif ! "$py" -c "import torch" >/dev/null 2>&1; then
     # The CPU build; a bare 'torch' requirement could pull several GB of CUDA packages.
     "$py" -m pip install --quiet "torch==2.13.0"
 fi
 stamp="$venv/.ember-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$py" -c "import ember" >/dev/null 2>&1; then
-    "$py" -m pip install --quiet -e ".[test]"
+    # Keep the torch installed above: ember's own requirements must not move it.
+    "$py" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" > "$venv/torch-constraint.txt"
+    "$py" -m pip install --quiet -e ".[test]" --constraint "$venv/torch-constraint.txt"
     touch "$stamp"
 fi
-cmd=${1:-test}
-shift || true
 case "$cmd" in
     demo) exec "$venv/bin/ember" demo "$@" ;;
     test)
+        if [ -n "$torch_version" ]; then
+            "$py" -c "import torch; print('torch', torch.__version__, 'in $venv')"
+            exec "$py" -m pytest "$@"
+        fi
         "$py" -m ruff check .
         "$py" -m mypy
         exec "$py" -m pytest "$@" ;;
-    *) echo "usage: bash scripts/dev.sh demo|test [options]" >&2; exit 2 ;;
+    *) echo "usage: bash scripts/dev.sh demo|test [--torch VERSION] [options]" >&2; exit 2 ;;
 esac

@@ -18,7 +18,7 @@ import torch
 
 import ember
 from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
-from ember.core.checkpoint import read, storage_manager
+from ember.core.checkpoint_format import read, storage_manager
 from ember.plugins.callbacks.model_checkpoint import ModelCheckpoint
 from ember.plugins.checkpoint_io import torch_file
 from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO, atomic_link, safe_load

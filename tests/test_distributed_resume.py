@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from dist_support import SCRIPTS, run
+from dist_support import SCRIPTS, needs_fsdp, run
 
 pytest.importorskip("ember.core.checkpoint", reason="needs ember's checkpoint support")
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def _equal(a: dict, b: dict) -> None:
         assert torch.equal(a[key], b[key]), f"{key}: max difference {(a[key] - b[key]).abs().max()}"
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("fsdp", marks=needs_fsdp)])
 def test_resuming_mid_epoch_gives_the_same_weights(resume_job: tuple, strategy: str) -> None:
     ranks, weights = resume_job
     assert all(r[f"{strategy}_resumed_from_step"] for r in ranks)
@@ -41,17 +41,20 @@ def test_ddp_checkpoints_are_written_by_rank_zero_alone(resume_job: tuple) -> No
     assert ranks[0]["ddp_files"] == ["ddp-mid.ckpt"]  # one file, no temporary left over
 
 
+@needs_fsdp
 def test_fsdp_checkpoints_are_written_by_every_rank_as_shards(resume_job: tuple) -> None:
     ranks, _ = resume_job
     assert [r["fsdp_writes_reached"] for r in ranks] == [0, 0]  # the strategy writes the shards itself
     assert ranks[0]["fsdp_files"] == ["ddp-mid.ckpt", "fsdp-mid.ckpt"]
 
 
+@needs_fsdp
 def test_a_consolidated_checkpoint_resumes_a_sharded_run(resume_job: tuple) -> None:
     _, weights = resume_job
     _equal(weights["fsdp_from_whole"], weights["fsdp_full"])
 
 
+@needs_fsdp
 def test_gradients_carried_by_a_sharded_checkpoint_are_sharded_too(resume_job: tuple) -> None:
     ranks, weights = resume_job
     assert ranks[0]["manual_saved_grads"] == ["grads.head.bias", "grads.head.weight", "grads.inp.bias",

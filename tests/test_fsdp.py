@@ -11,10 +11,12 @@ from typing import Any
 
 import pytest
 import torch
-from dist_support import SCRIPTS, load_script, run
+from dist_support import SCRIPTS, load_script, needs_fsdp, run
 
 import ember
 from ember.cli import main as ember_cli
+
+pytestmark = needs_fsdp
 
 
 @pytest.fixture(autouse=True)

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 import torch
+from dist_support import fsdp_available, needs_fsdp
 
 import ember
-from ember.plugins.checkpoint_io import integrity
+from ember.plugins._shared import integrity
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.plugins.strategies import sharded_checkpoint
 from ember.testing import TinyClassifier, tiny_loaders
@@ -43,10 +44,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     single = root / "single.ckpt"
     trainer.save_checkpoint(single)
     checkpoint = safe_load(str(single))
-    sharded = root / "sharded"
-    sharded_checkpoint.save(checkpoint, sharded, model, trainer.optimizers)
-    return {"root": root, "single": single, "sharded": sharded, "checkpoint": checkpoint,
-            "sharded_loaded": sharded_checkpoint.load(sharded, TinyClassifier())}
+    work = {"root": root, "single": single, "checkpoint": checkpoint}
+    if fsdp_available():  # sharded checkpoints are strategy.fsdp's (torch >= 2.6)
+        sharded = root / "sharded"
+        sharded_checkpoint.save(checkpoint, sharded, model, trainer.optimizers)
+        work.update(sharded=sharded, sharded_loaded=sharded_checkpoint.load(sharded, TinyClassifier()))
+    return work
 
 
 @pytest.fixture
@@ -198,8 +201,7 @@ def test_a_damaged_checkpoint_offers_the_previous_good_one(work: dict, tmp_path:
 
 def load_sharded(path: Path) -> dict:
     return sharded_checkpoint.load(path, TinyClassifier())
-
-
+@needs_fsdp
 def test_corrupted_and_truncated_sharded_checkpoints(work: dict, tmp_path: Path) -> None:
     rng = random.Random(99)
     failures, outcomes = [], {"error": 0, "same": 0}
@@ -242,6 +244,7 @@ def _rehash(folder: Path) -> None:
     integrity.write_manifest(str(folder), integrity.hash_files(str(folder), names))
 
 
+@needs_fsdp
 @pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 def test_malicious_sharded_checkpoints_run_nothing(work: dict, tmp_path: Path, marker: Path) -> None:
     failures, count = [], 0
@@ -262,8 +265,7 @@ def test_malicious_sharded_checkpoints_run_nothing(work: dict, tmp_path: Path, m
                     failures.append(f"payload {i} in {target}: {result}")
     TRIED["sharded malicious"] = count
     assert not failures, "\n".join(failures[:10])
-
-
+@needs_fsdp
 def test_a_malicious_value_inside_the_shards_runs_nothing(work: dict, tmp_path: Path, marker: Path) -> None:
     """DCP stores non-tensor values as pickles and its own planner loads them with weights_only=False."""
     import torch.distributed.checkpoint as dcp
@@ -281,8 +283,7 @@ def test_a_malicious_value_inside_the_shards_runs_nothing(work: dict, tmp_path: 
             with pytest.raises(ember.CheckpointError, match="not plain data a weights-only load can rebuild"):
                 load()
     TRIED["sharded malicious values"] = 2 * len(payloads(marker))
-
-
+@needs_fsdp
 def test_metadata_naming_files_outside_the_directory_is_refused(work: dict, tmp_path: Path) -> None:
     from torch.distributed.checkpoint.filesystem import _StorageInfo
 
@@ -297,16 +298,14 @@ def test_metadata_naming_files_outside_the_directory_is_refused(work: dict, tmp_
     _rehash(folder)
     with pytest.raises(ember.CheckpointError, match=r"names the shard file '../../etc/passwd', which is not a file"):
         load_sharded(folder)
-
-
+@needs_fsdp
 def test_a_sharded_checkpoint_that_lost_its_checksums_is_refused(work: dict, tmp_path: Path) -> None:
     folder = tmp_path / "bare"
     shutil.copytree(work["sharded"], folder)
     (folder / integrity.MANIFEST).unlink()
     with pytest.raises(ember.CheckpointError, match="has lost its checksums.json"):
         load_sharded(folder)
-
-
+@needs_fsdp
 def test_consolidate_reads_a_verified_checkpoint(work: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from ember.cli import main as ember_cli
 

@@ -91,7 +91,10 @@ def test_a_failing_rank_stops_every_process_and_is_reported(tmp_path: Path, mode
     assert 'raise ValueError("rank 1 fails at step 3")' in out  # rank 1's own traceback, shown by the launcher
     if mode == "collective":
         assert "WorkerFailedError" in out
-        assert "rank 0: RuntimeError" in out and "(after another rank failed)" in out
+        # rank 0's own error (the peer closed the connection) is listed when it was recorded before the agent's
+        # SIGTERM reached rank 0: torch 2.4's agent stops the others at once, later ones collect it first.
+        if "Also failed" in out:
+            assert "rank 0: RuntimeError" in out and "(after another rank failed)" in out
     else:
         assert out.count("ember run: rank 1") == 1
 

@@ -104,9 +104,9 @@ def test_resuming_with_another_optimizer_fails_before_training_naming_the_groups
             steps.append(1)
 
     trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[Steps()], **QUIET)
-    with pytest.raises(ember.CheckpointError, match=r"parameter group 0 of optimizer 0 was saved by an optimizer "
-                                                    r"with the settings \['dampening', 'momentum', 'nesterov'\], which "
-                                                    r"this run's Adam does not have.*SGD then, Adam now"):
+    with pytest.raises(ember.CheckpointError, match=r"parameter group 0 of optimizer 0 was saved without the "
+                                                    r"settings \['amsgrad', 'betas', 'eps'\], which this run's Adam "
+                                                    r"has.*SGD then, Adam now"):
         trainer.fit(Adam(), *tiny_loaders(n=16), ckpt_path=str(tmp_path / "a" / "last.ckpt"))
     assert steps == []  # refused before training
 

@@ -96,11 +96,12 @@ def fit(out: str, strategy: str, ckpt_path: str | None = None, save: str | None 
 
 
 def main(out: str) -> None:
-    import torch.distributed as dist
-
     result: dict[str, Any] = {}
     weights = {}
-    for strategy in ("ddp", "fsdp"):
+    import torch.distributed.fsdp
+
+    fsdp = hasattr(torch.distributed.fsdp, "fully_shard")  # strategy.fsdp needs torch >= 2.6
+    for strategy in ("ddp", "fsdp") if fsdp else ("ddp",):
         mid = os.path.join(out, f"{strategy}-mid.ckpt")
         probe = WriteProbe()
         weights[f"{strategy}_full"], trainer = fit(out, strategy, save=mid, probe=probe)
@@ -108,9 +109,20 @@ def main(out: str) -> None:
         weights[f"{strategy}_resumed"], resumed = fit(out, strategy, ckpt_path=mid)
         result[f"{strategy}_resumed_from_step"] = resumed.ckpt_path == mid
         result[f"{strategy}_files"] = sorted(os.listdir(out))
+    if fsdp:
+        fsdp_parts(out, trainer.global_rank, result, weights)
+    with open(os.path.join(out, f"rank{trainer.global_rank}.json"), "w") as f:
+        json.dump(result, f)
+    if trainer.global_rank == 0:
+        torch.save(weights, os.path.join(out, "weights.pt"))
+
+
+def fsdp_parts(out: str, rank: int, result: dict, weights: dict) -> None:
+    import torch.distributed as dist
+
     from ember.plugins.strategies import sharded_checkpoint
 
-    if trainer.global_rank == 0:
+    if rank == 0:
         sharded_checkpoint.consolidate(os.path.join(out, "fsdp-mid.ckpt"), os.path.join(out, "fsdp-mid-whole.ckpt"))
     dist.barrier()
     weights["fsdp_from_whole"], _ = fit(out, "fsdp", ckpt_path=os.path.join(out, "fsdp-mid-whole.ckpt"))
@@ -121,10 +133,6 @@ def main(out: str) -> None:
 
     saved = FileSystemReader(manual).read_metadata().state_dict_metadata
     result["manual_saved_grads"] = sorted(k for k in saved if k.startswith("grads."))
-    with open(os.path.join(out, f"rank{trainer.global_rank}.json"), "w") as f:
-        json.dump(result, f)
-    if trainer.global_rank == 0:
-        torch.save(weights, os.path.join(out, "weights.pt"))
 
 
 if __name__ == "__main__":

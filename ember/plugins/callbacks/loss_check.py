@@ -34,6 +34,11 @@ class LossCheck:
 
     identity = "callback.loss-check"
 
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.switched_on_by("log_every_n_steps", replaced_by="callback.loss-check")
+
     def __init__(self) -> None:
         self.warned = False
         self.first_seen: int | None = None

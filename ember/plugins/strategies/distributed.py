@@ -281,8 +281,12 @@ class ProcessGroupStrategy:
         if sync_grads:  # gradients of the gathered tensor flow back to each rank's own part (summed)
             from torch.distributed import _functional_collectives as fc
 
-            gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)  # type: ignore[arg-type]
-            return (gathered * 1).to(device)  # ``* 1`` waits for the collective and gives a plain tensor
+            if hasattr(fc, "all_gather_single_autograd"):  # torch >= 2.5
+                gathered = fc.all_gather_single_autograd(local.unsqueeze(0), 0, dist.group.WORLD)  # type: ignore[arg-type]
+                return (gathered * 1).to(device)  # ``* 1`` waits for the collective and gives a plain tensor
+            from torch.distributed.nn.functional import all_gather as all_gather_autograd
+
+            return torch.stack(all_gather_autograd(local)).to(device)
         parts = [torch.empty_like(local) for _ in range(trainer.world_size)]
         dist.all_gather(parts, local)
         return torch.stack(parts).to(device)

@@ -35,8 +35,6 @@ from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating
 
-_MIXED = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
-
 
 def in_module_list(module: torch.nn.Module, parent: torch.nn.Module | None) -> bool:
     """The default sharding policy: the items of an ``nn.ModuleList`` (a model's repeated blocks)."""
@@ -149,7 +147,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
         if self.mixed_precision is not None:
             return self.mixed_precision
-        dtype = _MIXED.get(trainer.precision)
+        dtype = trainer.hook.call("mixed_precision_dtype", trainer=trainer)  # the precision's answer
         return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
 
     def shard(self, trainer: Any, module: torch.nn.Module) -> None:
@@ -176,6 +174,12 @@ class FSDPStrategy(ProcessGroupStrategy):
         if stage == "train" and trainer.config.accumulate_grad_batches > 1 and hasattr(module, "set_requires_gradient_sync"):
             # Gradients of the micro-batches before a window's last stay unsharded and local.
             module.set_requires_gradient_sync(not accumulating(trainer, module, batch_idx))
+        if stage != "train" and torch.is_inference_mode_enabled():
+            # fully_shard gathers parameters into buffers it keeps and refills in place on the next forward; made
+            # under inference mode (evaluation's default) they would refuse the training step's refill. So the
+            # evaluation steps of a sharded model run under no_grad instead (same results, no gradients).
+            with torch.inference_mode(False), torch.no_grad():
+                return (yield)
         return (yield)
 
     # -- checkpoints -----------------------------------------------------------------------------------------

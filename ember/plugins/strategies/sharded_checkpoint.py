@@ -11,7 +11,7 @@ A sharded checkpoint is a directory:
 
 * ``checksums.json``: the SHA-256 and size of every other file (each rank hashes the shards it wrote),
   verified on load; nothing in the directory is unpickled except through weights-only loads and a
-  restricted unpickler for ``.metadata`` (:mod:`ember.plugins.checkpoint_io.dcp_reader`).
+  restricted unpickler for ``.metadata`` (:mod:`ember.plugins._shared.dcp_reader`).
 
 It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
 crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
@@ -35,8 +35,8 @@ from typing import Any
 import torch
 
 from ember.core.errors import CheckpointError
-from ember.plugins.checkpoint_io import integrity
-from ember.plugins.checkpoint_io.torch_file import _disk_full_cause, disk_full_error, safe_load
+from ember.plugins._shared import integrity
+from ember.plugins._shared.checkpoint_files import _disk_full_cause, disk_full_error, safe_load
 
 log = logging.getLogger("ember")
 
@@ -210,7 +210,7 @@ def _dcp_load(state: dict, path: str, what: str, **kwargs: Any) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from ember.plugins.checkpoint_io.dcp_reader import SafeLoadPlanner, SafeReader
+    from ember.plugins._shared.dcp_reader import SafeLoadPlanner, SafeReader
 
     planner = SafeLoadPlanner()
     planner.source = path
@@ -246,7 +246,7 @@ def open_verified(path: str | os.PathLike, collective: bool = True) -> tuple[str
     process group, each rank checks a share: call it on every rank), and read ``meta.pt`` (``weights_only=True``)
     and ``.metadata`` (restricted unpickler). Returns (directory, the meta.pt dict, DCP metadata); a
     CheckpointError naming the file otherwise."""
-    from ember.plugins.checkpoint_io.dcp_reader import read_metadata, shard_files
+    from ember.plugins._shared.dcp_reader import read_metadata, shard_files
 
     path = _resolve(os.fspath(path))
     files = integrity.read_manifest(path)
@@ -361,7 +361,7 @@ def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
     running code from it (as :func:`load`). Returns ``output``."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    from ember.plugins.checkpoint_io.torch_file import atomic_save
+    from ember.plugins._shared.checkpoint_files import atomic_save
 
     path, checkpoint, metadata = open_verified(path, collective=False)
     output = os.fspath(output)
