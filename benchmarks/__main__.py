@@ -20,7 +20,8 @@ import torch
 
 from benchmarks import frameworks, harness, startup, workloads
 
-SECTIONS = ("steps", "compile", "startup", "gpu")
+SECTIONS = ("steps", "epochs", "compile", "startup", "gpu")
+WORKLOADS = ("tiny", "tiny128", "short", "digits", "cnn")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -34,7 +35,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", choices=SECTIONS, default=list(SECTIONS), help="sections to run")
     p.add_argument("--loops", nargs="+", default=None,
                    help=f"loops to compare with raw (default: all installed: {', '.join(frameworks.available_loops()[1:])})")
-    p.add_argument("--workloads", nargs="+", choices=("tiny", "digits", "cnn"), default=["tiny", "digits", "cnn"])
+    p.add_argument("--workloads", nargs="+", choices=WORKLOADS, default=list(WORKLOADS))
     p.add_argument("--json", metavar="PATH", help="also write every sample to PATH as JSON")
     return p.parse_args(argv)
 
@@ -71,8 +72,15 @@ def main(argv: list[str] | None = None) -> None:
             g = harness.interleave(frameworks.build("raw", w, clock),
                                    [(loop, frameworks.build(loop, w, clock)) for loop in loops],
                                    w.steps(), repeats, progress=sys.stderr)
-            groups.append(harness.Group(f"{w.title}, {w.steps()} steps", g.baseline, g.samples))
+            per_epoch = w.steps() // w.epochs if w.epochs > 1 else 0
+            groups.append(harness.Group(f"{w.title}, {w.steps()} steps", g.baseline, g.samples, per_epoch))
             note(f" {time.perf_counter() - started:.0f}s\n")
+    if "epochs" in args.only:
+        from benchmarks.epochs import epoch_group
+
+        note("[epochs] ")
+        groups.append(epoch_group(clock, repeats, epochs=4 if args.quick else 16, progress=sys.stderr))
+        note("\n")
     if "compile" in args.only:
         from benchmarks.compiled import compiled_group
 
@@ -135,6 +143,10 @@ def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
 def _workload(key: str, quick: bool) -> workloads.Workload:
     if key == "tiny":
         return workloads.tiny(steps=300 if quick else workloads.TINY_STEPS)
+    if key == "tiny128":
+        return workloads.tiny_epochs(epochs=2 if quick else 8)
+    if key == "short":
+        return workloads.short_epochs(epochs=4 if quick else 16)
     if key == "digits":
         return workloads.digits(epochs=3 if quick else 10)
     return workloads.cnn(steps=4 if quick else 64)

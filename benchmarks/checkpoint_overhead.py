@@ -6,7 +6,8 @@ An overhead-bound model (a tiny MLP on CPU, batch 32, data already in memory) ma
 visible; the progress bar, logger and model summary are off in every ember row. Rows: the raw loop; ember with checkpointing off; ember with the default checkpoint callback
 (``last.ckpt`` and the newest epoch file at every epoch end); ember saving every 500 steps. Each ember row
 prints microseconds per step over the raw loop and the ratio. A second table times one atomic save
-(fsync included) and one load of checkpoints of a few sizes.
+(fsync included) and one load of checkpoints of a few sizes; a third the training thread's stall per save
+(wall clock) with checkpoints written in the background (the default) and on the training thread.
 """
 
 from __future__ import annotations
@@ -74,7 +75,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--stall-only", action="store_true", help="only the training-thread stall table")
     args = parser.parse_args()
+    if args.stall_only:
+        with tempfile.TemporaryDirectory() as root:
+            print_stalls(root, args.repeats)
+        return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as root:
         rows = {
@@ -118,6 +124,48 @@ def main() -> None:
             size = os.path.getsize(path) / 2**20
             print(f"  {size:8.2f} MiB   save {statistics.median(saves) * 1e3:8.2f} ms   "
                   f"load {statistics.median(loads) * 1e3:8.2f} ms")
+        print_stalls(root, max(1, args.repeats // 2))
+
+
+class Wide(MLP):
+    """An MLP of about ``params`` parameters, for the stall table."""
+
+    def __init__(self, params: int) -> None:
+        ember.Module.__init__(self)
+        width = max(4, params // 20)
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
+
+
+def stall_per_save(params: int, root: str, async_save: bool, epochs: int = 4) -> list[float]:
+    """Wall-clock seconds the training thread spends in each checkpoint write of a fit (one per epoch)."""
+    from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
+
+    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=root, num_sanity_val_steps=0, logger=False,
+                            enable_progress_bar=False, enable_model_summary=False,
+                            checkpoint_io=TorchCheckpointIO(async_save=async_save),
+                            callbacks=[ModelCheckpoint(dirpath=os.path.join(root, f"stall-{async_save}"))])
+    checkpointing = trainer.checkpointing
+    write, stalls = checkpointing._write, []
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        start = time.perf_counter()
+        write(*args, **kwargs)
+        stalls.append(time.perf_counter() - start)
+
+    checkpointing._write = timed  # type: ignore[method-assign]
+    trainer.fit(Wide(params), loader(8))
+    return stalls[:-1]  # the last one is the write at the end of training, always awaited
+
+
+def print_stalls(root: str, repeats: int) -> None:
+    print("\ntraining-thread stall per save (wall clock, median over saves): background vs synchronous")
+    for params in (10_000, 2_000_000, 20_000_000):
+        row = {}
+        for async_save in (True, False):
+            stalls = [s for _ in range(repeats) for s in stall_per_save(params, root, async_save)]
+            row[async_save] = statistics.median(stalls) * 1e3
+        print(f"  {params * 4 / 2**20:8.1f} MiB of weights   background {row[True]:8.2f} ms   "
+              f"synchronous {row[False]:8.2f} ms")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,8 @@ class Group:
     title: str
     baseline: Sample
     samples: list[Sample]
+    #: Steps per epoch, for workloads of several epochs: the table then shows the overhead per epoch too.
+    steps_per_epoch: int = 0
 
 
 def interleave(baseline: Run, loops: Sequence[tuple[str, Run]], steps: int, repeats: int,
@@ -133,14 +135,17 @@ def us(seconds: float) -> str:
 def format_table(groups: Sequence[Group], unit: str = "us/step") -> str:
     """One table: per-step time median (min-max), overhead and ratios against each group's baseline."""
     head = f"{'workload / loop':44} {unit + ' median (min-max)':>32} {'overhead us':>12} {'ratio':>7} {'ratio of mins':>14}"
+    epochs = any(g.steps_per_epoch for g in groups)
+    head += f" {'overhead ms/epoch':>18}" if epochs else ""
     lines = [head, "-" * len(head)]
     for g in groups:
         lines.append(g.title)
         b = g.baseline
         lines.append(f"  {b.label:42} {_spread(b.times):>32} {'':>12} {'1.000':>7} {'1.000':>14}")
         for s in g.samples:
+            per_epoch = f" {s.overhead() * g.steps_per_epoch * 1e3:18.2f}" if g.steps_per_epoch else ""
             lines.append(f"  {s.label:42} {_spread(s.times):>32} {us(s.overhead()):>12} {s.ratio():7.3f} "
-                         f"{s.ratio_of_mins():14.3f}" + (f"  {s.note}" if s.note else ""))
+                         f"{s.ratio_of_mins():14.3f}{per_epoch}" + (f"  {s.note}" if s.note else ""))
     return "\n".join(lines)
 
 

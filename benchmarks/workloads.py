@@ -61,6 +61,25 @@ def tiny(steps: int = TINY_STEPS) -> Workload:
     return Workload("tiny", "tiny MLP 32-64-10, batch 32", tiny_net, lambda: (loader, None), adamw(1e-3))
 
 
+def tiny_epochs(steps_per_epoch: int = 128, epochs: int = 8) -> Workload:
+    """The tiny MLP in short epochs (no validation): what per-epoch work costs when epochs are 128 steps."""
+    loader = tiny_loader(steps_per_epoch)
+    return Workload("tiny128", f"tiny MLP, {epochs} epochs of {steps_per_epoch} steps", tiny_net,
+                    lambda: (loader, None), adamw(1e-3), epochs=epochs)
+
+
+SHORT_TRAIN, SHORT_VAL = 32, 8
+
+
+def short_epochs(epochs: int = 16) -> Workload:
+    """Short epochs, per-epoch work dominant: 32 training and 8 validation steps per epoch of the tiny MLP
+    (with the defaults: validation, epoch-end logging and a checkpoint every epoch)."""
+    train = tiny_loader(SHORT_TRAIN)
+    val = tiny_loader(SHORT_VAL)
+    return Workload("short", f"short epochs: {epochs} x ({SHORT_TRAIN} train + {SHORT_VAL} val steps), tiny MLP",
+                    tiny_net, lambda: (train, val), adamw(1e-3), epochs=epochs)
+
+
 # -- the digits demo ---------------------------------------------------------------------------------------
 def digits(epochs: int = 10) -> Workload:
     """ember.demo's MLP (64-128-10 with dropout) on the 8x8 digits: AdamW, cosine schedule, validation after

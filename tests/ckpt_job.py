@@ -14,6 +14,8 @@ import os
 import random
 import signal
 import sys
+import threading
+import time
 from collections.abc import Generator
 from typing import Any
 
@@ -137,6 +139,34 @@ def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_
             "trainer": trainer, "best": dict(callbacks[1].best_k_models)}
 
 
+#: Test-only: ``EMBER_TEST_SLOW_WRITE=N`` makes the N-th checkpoint serialised on a background thread stop
+#: halfway through its file (fsynced), write ``OUT/writing`` with the thread's name, and hang until killed.
+SLOW_WRITE_ENV = "EMBER_TEST_SLOW_WRITE"
+
+
+def hang_in_background_write(out: str, nth: int) -> None:
+    real_save = torch.save
+    count = 0
+
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal count
+        if threading.current_thread() is threading.main_thread():
+            return real_save(obj, f, *args, **kwargs)
+        count += 1
+        if count != nth:
+            return real_save(obj, f, *args, **kwargs)
+        buffer = io.BytesIO()
+        real_save(obj, buffer, *args, **kwargs)
+        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+        f.flush()
+        os.fsync(f.fileno())
+        with open(os.path.join(out, "writing"), "w") as marker:
+            marker.write(threading.current_thread().name)
+        time.sleep(300)
+
+    torch.save = save
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("out")
@@ -146,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--signal", type=int, default=int(signal.SIGKILL))
     parser.add_argument("--resume", action="store_true")
     args = parser.parse_args(argv)
+    if os.environ.get(SLOW_WRITE_ENV):
+        hang_in_background_write(args.out, int(os.environ[SLOW_WRITE_ENV]))
     result = run(args.out, args.precision, args.kill, args.at, args.resume, signum=args.signal)
     torch.save({k: result[k] for k in ("module", "optimizer", "scheduler", "loaded", "best")},
                os.path.join(args.out, "final.pt"))

@@ -82,3 +82,36 @@ def test_the_suite_runs_end_to_end(tmp_path: Any) -> None:
     assert set(group["loops"]) == {"ember", "ember+defaults"}
     assert len(group["loops"]["ember"]["times"]) == 2
     assert results["calls_per_step"]["ember"] > results["calls_per_step"]["raw"]
+
+
+def test_multi_epoch_groups_show_the_overhead_per_epoch() -> None:
+    base = harness.Sample("raw", [0.001, 0.001], [])
+    slow = harness.Sample("x", [0.0015, 0.0013], [0.001, 0.001])  # 0.4 ms per step over raw (median)
+    table = harness.format_table([harness.Group("short", base, [slow], steps_per_epoch=32)])
+    assert "overhead ms/epoch" in table.splitlines()[0]
+    row = next(line for line in table.splitlines() if line.strip().startswith("x"))
+    assert row.split()[-1] == f"{0.0004 * 32 * 1e3:.2f}"  # 12.80 ms of overhead in each 32-step epoch
+    assert "ms/epoch" not in harness.format_table([harness.Group("one epoch", base, [slow])])
+
+
+def test_short_epoch_workload_is_32_training_and_8_validation_steps() -> None:
+    from benchmarks import workloads
+
+    w = workloads.short_epochs(epochs=3)
+    train, val = w.make_data()
+    assert (len(train), len(val), w.epochs, w.steps()) == (32, 8, 3, 96)
+    assert len(workloads.tiny_epochs(epochs=2).make_data()[0]) == 128
+
+
+@pytest.mark.slow
+def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
+    out = tmp_path / "results.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--only", "epochs", "--clock", "cpu",
+                           "--json", str(out)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    group = json.loads(out.read_text())["groups"][0]
+    assert group["title"].startswith("per-epoch costs: short epochs: 4 x (32 train + 8 val steps)")
+    assert set(group["loops"]) == {"ember, validation only", "ember+defaults, no checkpoint",
+                                   "ember+defaults, synchronous checkpoint", "ember+defaults"}
+    assert "overhead ms/epoch" in proc.stdout

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,11 +58,12 @@ def run_job(out: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 # (where, at): "batch" kills before the at-th batch of the run (counted over epochs), "after-save" right after
-# the at-th file write completes, "during-save" halfway through writing the at-th file.
+# the at-th file write completes, "during-save" halfway through writing the at-th file. The run writes 8 files
+# with save_checkpoint, on the background writer (last.ckpt is mostly a link to a file of the same moment).
 CASES = [
     pytest.param("32-true", "batch", 13, id="fp32-mid-epoch"),
     pytest.param("32-true", "after-save", 3, id="fp32-right-after-save"),
-    pytest.param("32-true", "during-save", 9, id="fp32-during-save"),
+    pytest.param("32-true", "during-save", 6, id="fp32-during-save"),
     pytest.param("bf16-mixed", "batch", 19, id="bf16-mid-epoch"),
     pytest.param("bf16-mixed", "after-save", 7, id="bf16-right-after-save"),
     pytest.param("bf16-mixed", "during-save", 4, id="bf16-during-save"),
@@ -85,6 +87,35 @@ def test_sigkill_then_resume_is_bitwise_exact(reference: dict, tmp_path: Path, p
     # The checkpoint directories end as the uninterrupted run left them (no orphans, no half-written files).
     assert files(tmp_path) == files(ref["root"])
     assert set(map(os.path.basename, resumed["best"])) == set(map(os.path.basename, ref["best"]))
+
+
+@pytest.mark.parametrize("nth", [4, 6])
+def test_sigkill_from_outside_during_a_background_write_keeps_the_previous_file(reference: dict, tmp_path: Path,
+                                                                                 nth: int) -> None:
+    env = {**os.environ, "PYTHONHASHSEED": "0", ckpt_job.SLOW_WRITE_ENV: str(nth)}
+    marker, log = tmp_path / "writing", tmp_path / "job.log"
+    with open(log, "w") as stderr:
+        job = subprocess.Popen([sys.executable, JOB, str(tmp_path)], env=env, stderr=stderr)
+        deadline = time.monotonic() + 90
+        while not marker.exists() and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        job.kill()  # SIGKILL while the writer thread holds a half-written file
+        code = job.wait(timeout=30)
+    assert marker.exists(), log.read_text()[-2000:]
+    assert code == -signal.SIGKILL
+    assert marker.read_text() == "ember-checkpoint-writer"
+    leftovers = [f for root in ("ckpt", "best") for f in os.listdir(tmp_path / root) if f.endswith(".tmp")]
+    assert len(leftovers) == 1  # the half-written temporary; its destination still holds the previous bytes
+    before = {f: torch.load(tmp_path / "ckpt" / f, weights_only=True)["global_step"]
+              for f in os.listdir(tmp_path / "ckpt") if f.endswith(".ckpt")}
+    assert before  # every visible checkpoint is complete (it loads)
+    marker.unlink()
+    resumed = ckpt_job.run(str(tmp_path), resume=True)
+    ref = reference["32-true"]
+    assert same(resumed["module"], ref["module"])
+    assert same(resumed["optimizer"], ref["optimizer"])
+    assert same(resumed["scheduler"], ref["scheduler"])
+    assert files(tmp_path) == files(ref["root"])  # the stale temporary was cleared by the rewrite
 
 
 def test_sigterm_mid_epoch_saves_exits_143_and_resumes_exactly(reference: dict, tmp_path: Path) -> None:

@@ -182,7 +182,11 @@ def test_a_stop_writes_every_last_checkpoint_and_last_reads_the_newest(tmp_path:
     assert epochs["global_step"] == steps["global_step"] == 16  # both hold the state at the stop
     resumed = make(tmp_path, callbacks=callbacks(), max_epochs=2)
     ember.seed_everything(0)
-    os.utime(tmp_path / "epochs" / "last.ckpt", (1, 1))  # make the other one the newer
+    older = tmp_path / "epochs" / "last.ckpt"
+    assert os.path.samefile(older, tmp_path / "steps" / "last.ckpt")  # one moment: written once, linked
+    older.unlink()
+    older.write_bytes((tmp_path / "steps" / "last.ckpt").read_bytes())
+    os.utime(older, (1, 1))  # make the other one the newer
     resumed.fit(TinyClassifier(), data(), ckpt_path="last")
     assert resumed.ckpt_path == str(tmp_path / "steps" / "last.ckpt")
 

@@ -24,12 +24,13 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember.core import rng
+from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
 from ember.core.checkpoint_format import (
     FORMAT_VERSION,
     NotPlain,
@@ -77,6 +78,9 @@ class Checkpointing:
         #: While a fit trains, saves and removals wait here for the loop's next safe point.
         self._deferring = False
         self._requests: list[tuple[str, str, bool]] = []
+        #: Writes of a training fit run here, one at a time (see :mod:`ember.core.async_writer`).
+        self.writer = BackgroundWriter()
+        self._buffers = SnapshotBuffers()
         #: The signal that asked the fit to stop, until the fit stops.
         self.stop_signal: int | None = None
         self.stop_requeue = False
@@ -191,27 +195,57 @@ class Checkpointing:
         return paths or [os.path.join(t.default_root_dir, "checkpoints", "last.ckpt")]
 
     def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
-        """Carry out saves and removals in order; each kind of checkpoint is built once."""
+        """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
+        a fit trains and the storage allows it, the writing runs in the background on a snapshot."""
         t = self.trainer
+        self.writer.wait()  # in order with the write in flight; raises its error
+        background = self._deferring and bool(getattr(t.role_plugins.get("checkpoint_io"), "async_save", False))
         built: dict[bool, dict[str, Any]] = {}
+        ops: list[tuple[str, str, dict[str, Any] | None]] = []
         with self._plugins_registered() as hook:
             for op, path, weights_only in requests:
                 if op == "remove":
-                    hook.call("remove_checkpoint", trainer=t, path=path)
+                    ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    try:
-                        built[weights_only] = make_plain(self.build(weights_only, batch_idx))
-                    except NotPlain as exc:
-                        raise CheckpointError(
-                            f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
-                            "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
-                            "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
-                if hook.call("save_checkpoint", trainer=t, checkpoint=built[weights_only], path=path) is None:
-                    raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
-                                             "one with Trainer(checkpoint_io='torch').")
+                    checkpoint = self._build_plain(path, weights_only, batch_idx)
+                    built[weights_only] = snapshot(checkpoint, self._buffers) if background else checkpoint
+                ops.append((op, path, built[weights_only]))
+            if background:
+                self.writer.submit(lambda at: self._carry_out(hook, ops, at))
+            else:
+                self._carry_out(hook, ops, lambda path: None)
             if t.world_size > 1 and built:
                 hook.call("barrier", trainer=t, name="save_checkpoint")
+
+    def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None) -> dict[str, Any]:
+        try:
+            return make_plain(self.build(weights_only, batch_idx))
+        except NotPlain as exc:
+            raise CheckpointError(
+                f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
+                "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
+                "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
+
+    def _carry_out(self, hook: Any, ops: list[tuple[str, str, dict[str, Any] | None]],
+                   at: Callable[[str], None]) -> None:
+        """The storage work of :meth:`_write` (on the training thread or the writer's). A checkpoint already
+        written to one file goes to the next one as a link or a copy of those bytes, when the storage can."""
+        t = self.trainer
+        link = getattr(t.role_plugins.get("checkpoint_io"), "link_checkpoint", None)
+        written: dict[int, str] = {}
+        for op, path, checkpoint in ops:
+            at(path)
+            if op == "remove":
+                hook.call("remove_checkpoint", trainer=t, path=path)
+                continue
+            source = written.get(id(checkpoint))
+            if source is not None and callable(link) and link(trainer=t, source=source, path=path):
+                continue
+            if hook.call("save_checkpoint", trainer=t, checkpoint=checkpoint, path=path) is None:
+                raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
+                                         "one with Trainer(checkpoint_io='torch').")
+            written[id(checkpoint)] = path
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:
@@ -344,7 +378,13 @@ class Checkpointing:
             yield
             if self.stop_signal is not None:  # the signal came after the last safe point
                 self._stop()
+        except BaseException:
+            self.writer.wait_quietly()  # the pending write completes; its failure must not hide this one
+            raise
+        else:
+            self.writer.wait()
         finally:
+            self._buffers.clear()
             handlers.uninstall()
             self._deferring = False
             self._requests = []
@@ -358,6 +398,7 @@ class Checkpointing:
         self._deferring = False
         self.safe_point_due = self.stop_signal is not None
         self._flush()
+        self.writer.wait()  # on_train_end and later find every file complete
 
     def request_stop(self, signum: int, requeue: bool) -> None:
         """Stop at the next safe point (see :func:`ember.core.signals.request_stop`)."""
@@ -389,6 +430,7 @@ class Checkpointing:
         signum = self.stop_signal if self.stop_signal is not None else int(signal.SIGTERM)
         paths = self.last_paths() if t.config.enable_checkpointing else []
         self._write([("save", p, False) for p in paths], batch_idx)
+        self.writer.wait()  # the file is complete before the process is requeued or exits
         log.warning("%s; stopping on %s", f"saved {' and '.join(paths)}" if paths else "checkpointing is off, nothing "
                     "saved", signal.Signals(signum).name)
         path = paths[0] if paths else None

@@ -169,8 +169,10 @@ def storage_manager(checkpoint_io: Any = "torch") -> Any:
 
 def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
     """Read ``path`` through the storage role of ``pm``."""
+    from ember.core.async_writer import flush_all
     from ember.core.dispatch import HookTable
 
+    flush_all()  # a file still being written in the background is read complete
     checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
     if checkpoint is None:
         raise CheckpointError(f"cannot read {path}: no checkpoint-storage plugin answered load_checkpoint; "

@@ -27,6 +27,7 @@ import shutil
 import socket
 import warnings
 import zipfile
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -89,15 +90,54 @@ def _remove_stale_temporaries(path: str) -> None:
 
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save(obj)`` to ``path`` atomically: ``path`` holds the old bytes or all of the new ones."""
+    _atomic_write(path, lambda f: torch.save(obj, f), obj)
+
+
+def atomic_link(source: str, path: str) -> None:
+    """Make ``path`` hold the bytes of the complete file ``source`` atomically, without serialising again: a hard
+    link where the file system allows one, else a copy of the bytes (fsynced), renamed over ``path``."""
+    source, path = os.path.abspath(source), os.path.abspath(path)
+    if source == path:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _remove_stale_temporaries(path)
+    tmp = _tmp_name(path)
+    try:
+        os.link(source, tmp)
+    except OSError:  # another device, or a file system without hard links
+        _atomic_write(path, lambda f: _copy_bytes(source, f), os.path.getsize(source))
+        return
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _fsync_dir(os.path.dirname(path))
+
+
+def _copy_bytes(source: str, f: Any) -> None:
+    with open(source, "rb") as src:
+        shutil.copyfileobj(src, f, 1 << 20)
+
+
+def _tmp_name(path: str) -> str:
+    return f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+
+
+def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None:
+    """Call ``write(file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``, fsync the
+    directory; on any failure the temporary file is removed and ``path`` is untouched. ``content`` (what is
+    written, or its size in bytes) sizes the error of a full disk."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     _remove_stale_temporaries(path)
-    tmp = f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    tmp = _tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -106,7 +146,7 @@ def atomic_save(obj: Any, path: str) -> None:
             os.remove(tmp)
         full = _disk_full_cause(exc)
         if full is not None:
-            raise disk_full_error(path, obj, full) from None
+            raise disk_full_error(path, content, full) from None
         raise
     _fsync_dir(directory)
 
@@ -146,7 +186,7 @@ def disk_full_error(path: str, obj: Any, exc: OSError) -> CheckpointError:
         free = shutil.disk_usage(os.path.dirname(path)).free
     except OSError:
         free = -1
-    needed = _tensor_bytes(obj)
+    needed = obj if isinstance(obj, int) else _tensor_bytes(obj)  # an int: the size of a file being copied
     state = f"{free / 2**20:.1f} MiB free" if free >= 0 else "free space unknown"
     return CheckpointError(f"cannot write {path}: no space left on the device ({exc.strerror}; {state}, the "
                            f"checkpoint needs about {needed / 2**20:.1f} MiB). The previous file at this path, if "

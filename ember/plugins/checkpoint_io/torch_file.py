@@ -22,21 +22,33 @@ from typing import Any
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.checkpoint_files import (
     UnsafeLoadWarning,
+    atomic_link,
     atomic_save,
     disk_full_error,
     safe_load,
     warn_unsafe_load,
 )
 
-__all__ = ["TorchCheckpointIO", "UnsafeLoadWarning", "atomic_save", "disk_full_error", "safe_load",
+__all__ = ["TorchCheckpointIO", "UnsafeLoadWarning", "atomic_link", "atomic_save", "disk_full_error", "safe_load",
            "warn_unsafe_load"]
 
 
 class TorchCheckpointIO:
-    """Local checkpoint files (the default checkpoint storage)."""
+    """Local checkpoint files (the default checkpoint storage).
+
+    :param async_save: while a fit trains, write checkpoints on a background thread from a snapshot taken at the
+        loop's safe point (see docs/checkpoints.md). ``False`` writes them on the training thread, as
+        ``trainer.save_checkpoint`` outside a fit always does. The option lives here, on the storage, because
+        the storage decides whether its writes may run on another thread.
+    """
 
     role = "checkpoint_io"
     identity = "checkpoint_io.torch"
+
+    def __init__(self, async_save: bool = True) -> None:
+        if not isinstance(async_save, bool):
+            raise TypeError(f"TorchCheckpointIO(async_save={async_save!r}): pass True or False.")
+        self.async_save = async_save
 
     @staticmethod
     def auto_select(config: Any) -> int:
@@ -46,6 +58,17 @@ class TorchCheckpointIO:
     def save_checkpoint(self, trainer: Any, checkpoint: dict, path: str) -> bool:
         if trainer is None or trainer.global_rank == 0:  # one file for all processes
             atomic_save(checkpoint, path)
+        return True
+
+    def link_checkpoint(self, trainer: Any, source: str, path: str) -> bool:
+        """Give ``path`` the bytes already written to ``source`` (a hard link, or a copy of the bytes). False
+        (write it with ``save_checkpoint``) when a subclass changes how files are written, or ``source`` is gone."""
+        if type(self).save_checkpoint is not TorchCheckpointIO.save_checkpoint:
+            return False
+        if trainer is None or trainer.global_rank == 0:
+            if not os.path.isfile(source):
+                return False
+            atomic_link(source, path)
         return True
 
     @hookimpl

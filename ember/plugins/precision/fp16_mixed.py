@@ -1,9 +1,18 @@
 """``precision.16-mixed``: float32 parameters, the step in float16 under ``torch.autocast``, and a
 ``torch.amp.GradScaler`` that scales the loss, unscales before ``on_before_optimizer_step`` and skips steps
-with inf/NaN gradients. Works on CPU too (torch's CPU autocast and scaler support float16)."""
+with inf/NaN gradients. Works on CPU too (torch's CPU autocast and scaler support float16).
+
+Zero host syncs per step with a fused optimizer: an optimizer built with ``fused=True`` whose class takes the
+loss scale and the inf flag as device tensors (``torch.optim.Adam``, ``AdamW``, ``SGD`` and ``Adagrad``: they
+set ``_step_supports_amp_scaling``) gets both from the scaler on the device and skips an overflowing step inside
+its kernel. Every other optimizer needs the scaler to read the inf flag on the host (``.item()``) to decide
+whether to step: one synchronisation per optimizer step. The plugin says once per optimizer which case applies
+(log level INFO, DEBUG for CPU runs, where a sync costs nothing).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from typing import Any
 
@@ -11,6 +20,14 @@ import torch
 
 from ember.hookspecs import hookimpl
 from ember.plugins.precision import autocast_device_type
+
+log = logging.getLogger("ember")
+
+
+def scales_on_device(optimizer: torch.optim.Optimizer) -> bool:
+    """True if ``optimizer.step`` takes ``grad_scale``/``found_inf`` tensors (fused Adam, AdamW, SGD, Adagrad):
+    the scaler then never reads the inf flag on the host."""
+    return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
 
 
 class FP16Mixed:
@@ -21,6 +38,7 @@ class FP16Mixed:
     def __init__(self, scaler: torch.amp.GradScaler | None = None) -> None:
         self._scaler: torch.amp.GradScaler | None = scaler
         self._device_type = "cpu"
+        self._told: set[int] = set()  # optimizers whose sync behaviour was logged
 
     @property
     def scaler(self) -> torch.amp.GradScaler:
@@ -56,9 +74,24 @@ class FP16Mixed:
 
     @hookimpl
     def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+        if id(optimizer) not in self._told:
+            self._tell(optimizer)
+        # A fused optimizer gets optimizer.grad_scale / optimizer.found_inf (device tensors) from the scaler and
+        # skips an overflowing step in its kernel; update() adjusts the scale on the device too.
         self.scaler.step(optimizer)
         self.scaler.update()
         return True
+
+    def _tell(self, optimizer: torch.optim.Optimizer) -> None:
+        self._told.add(id(optimizer))
+        level = logging.DEBUG if self._device_type == "cpu" else logging.INFO
+        name = type(optimizer).__name__
+        if scales_on_device(optimizer):
+            log.log(level, "16-mixed: %s is fused and takes the loss scale and the inf flag on the device: no "
+                    "host synchronisation per step", name)
+        else:
+            log.log(level, "16-mixed: %s reads the gradient scaler's inf flag on the host (one synchronisation per "
+                    "step); torch.optim.Adam, AdamW, SGD or Adagrad with fused=True avoid it", name)
 
     # -- state: kept in checkpoint["plugins"][identity] by core.checkpoint ---------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,234 @@
+"""Checkpoints written in the background: a consistent snapshot, one write in flight, every write flushed, failures
+raised on the training thread naming the file, ``last.ckpt`` linked rather than pickled again."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import ember
+from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
+from ember.core.checkpoint_format import read, storage_manager
+from ember.plugins.callbacks.model_checkpoint import ModelCheckpoint
+from ember.plugins.checkpoint_io import torch_file
+from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO, atomic_link, safe_load
+from ember.testing import TinyClassifier, tiny_loaders
+
+QUIET = {"accelerator": "cpu", "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False,
+         "enable_model_summary": False}
+
+
+class Watch:
+    """Records on which thread each file is written, how many writes overlap, and how far training got
+    while a write was running; can hold the first write until training has taken ``hold_for`` more steps."""
+
+    identity = "test.watch"
+
+    def __init__(self, hold_for: int = 0, fail_on: str | None = None) -> None:
+        self.hold_for, self.fail_on = hold_for, fail_on
+        self.threads: list[tuple[str, str]] = []
+        self.active = self.most_active = 0
+        self.steps_during_write: list[int] = []
+        self.weights_at_save: dict[int, dict[str, torch.Tensor]] = {}
+        self._steps = 0
+        self._stepped = threading.Condition()
+
+    def on_train_batch_end(self, trainer: Any) -> None:
+        with self._stepped:
+            self._steps += 1
+            self._stepped.notify_all()
+
+    def on_save_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
+        self.weights_at_save[trainer.global_step] = {k: v.clone() for k, v in trainer.module.state_dict().items()}
+
+    @ember.hookimpl(wrapper=True)
+    def save_checkpoint(self, path: str) -> Generator[None, Any, Any]:
+        self.threads.append((os.path.basename(path), threading.current_thread().name))
+        self.active += 1
+        self.most_active = max(self.most_active, self.active)
+        start = self._steps
+        try:
+            if self.fail_on is not None and path.endswith(self.fail_on):
+                raise OSError(28, "No space left on device")
+            if self.hold_for and len(self.threads) == 1:
+                with self._stepped:
+                    self._stepped.wait_for(lambda: self._steps >= start + self.hold_for, timeout=10)
+            return (yield)
+        finally:
+            self.steps_during_write.append(self._steps - start)
+            self.active -= 1
+
+
+def fit(tmp_path: Path, watch: Watch, epochs: int = 3, **kwargs: Any) -> ember.Trainer:
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1)
+    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), callbacks=[cb], plugins=[watch],
+                            **{**QUIET, **kwargs})
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    return trainer
+
+
+def test_training_goes_on_while_a_snapshot_is_written(tmp_path: Path) -> None:
+    watch = Watch(hold_for=2)
+    trainer = fit(tmp_path, watch)
+    # epoch-end saves ran on the writer thread; the first one was held until training took two more steps
+    assert [name for _, name in watch.threads] == ["ember-checkpoint-writer"] * 3
+    assert watch.steps_during_write[0] >= 2
+    assert watch.most_active == 1
+    # the file holds the weights of the moment it was requested, not those of the steps taken meanwhile
+    first = safe_load(str(tmp_path / "ck" / "epoch=0-step=4.ckpt"))
+    assert first["global_step"] == 4
+    for key, value in watch.weights_at_save[4].items():
+        assert torch.equal(first["state_dict"][key], value)
+    assert not torch.equal(first["state_dict"]["net.0.weight"], trainer.module.state_dict()["net.0.weight"])
+    assert not trainer.checkpointing.writer.busy  # flushed when the fit ended
+
+
+def test_last_is_a_link_to_bytes_already_written(tmp_path: Path) -> None:
+    watch = Watch()
+    fit(tmp_path, watch, epochs=2)
+    ck = tmp_path / "ck"
+    assert sorted(os.listdir(ck)) == ["epoch=0-step=4.ckpt", "epoch=1-step=8.ckpt", "last.ckpt"]
+    assert [file for file, _ in watch.threads] == ["epoch=0-step=4.ckpt", "epoch=1-step=8.ckpt"]  # pickled once
+    assert os.path.samefile(ck / "last.ckpt", ck / "epoch=1-step=8.ckpt")
+
+
+def test_async_save_false_writes_on_the_training_thread(tmp_path: Path) -> None:
+    watch = Watch()
+    fit(tmp_path, watch, epochs=2, checkpoint_io=TorchCheckpointIO(async_save=False))
+    assert {name for _, name in watch.threads} == {"MainThread"}
+    with pytest.raises(TypeError, match="async_save='no'"):
+        TorchCheckpointIO(async_save="no")  # type: ignore[arg-type]
+
+
+def test_a_failed_background_write_is_raised_on_the_training_thread_naming_the_file(tmp_path: Path) -> None:
+    watch = Watch(fail_on="epoch=0-step=4.ckpt")
+    with pytest.raises(ember.CheckpointError, match=r"writing .*epoch=0-step=4\.ckpt in the background failed: "
+                                                    r"OSError: .*No space left on device") as info:
+        fit(tmp_path, watch)
+    assert isinstance(info.value.__cause__, OSError)
+    assert not (tmp_path / "ck" / "epoch=0-step=4.ckpt").exists()
+    assert [name for _, name in watch.threads] == ["ember-checkpoint-writer"]  # failed there; nothing after it
+
+
+class FailsInEpoch(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if self.current_epoch == 1 and batch_idx == 1:
+            raise RuntimeError("bad batch")
+        return super().training_step(batch, batch_idx)
+
+
+def test_an_exception_in_training_flushes_the_pending_write_first(tmp_path: Path) -> None:
+    watch = Watch(hold_for=1)  # the epoch-0 write is still running when the step raises
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck")
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[cb], plugins=[watch], **QUIET)
+    with pytest.raises(RuntimeError, match="bad batch"):
+        trainer.fit(FailsInEpoch(), tiny_loaders(n=32)[0])
+    assert not trainer.checkpointing.writer.busy
+    assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 4
+
+
+def test_save_checkpoint_outside_a_fit_is_written_before_it_returns(tmp_path: Path) -> None:
+    watch = Watch()
+    trainer = fit(tmp_path, watch, epochs=1)
+    trainer.save_checkpoint(tmp_path / "after.ckpt")
+    assert watch.threads[-1] == ("after.ckpt", "MainThread")
+    assert safe_load(str(tmp_path / "after.ckpt"))["global_step"] == 4
+
+
+def test_snapshot_copies_every_tensor_and_keeps_structure() -> None:
+    shared = torch.arange(4.0)
+    state: OrderedDict[str, Any] = OrderedDict(w=shared, again=shared, b=torch.ones(2))
+    state._metadata = {"": {"version": 1}}  # type: ignore[attr-defined]
+    obj = {"state_dict": state, "opt": [{"step": torch.tensor(3.0), "betas": (0.9, 0.99)}], "epoch": 2}
+    buffers = SnapshotBuffers()
+    copy = snapshot(obj, buffers)
+    assert copy["state_dict"]._metadata == {"": {"version": 1}} and type(copy["state_dict"]) is OrderedDict
+    assert copy["state_dict"]["w"] is copy["state_dict"]["again"]  # one tensor stays one tensor
+    assert copy["opt"][0]["betas"] == (0.9, 0.99) and copy["epoch"] == 2
+    shared.add_(100)
+    obj["opt"][0]["step"].add_(1)
+    assert torch.equal(copy["state_dict"]["w"], torch.arange(4.0))
+    assert copy["opt"][0]["step"].item() == 3.0
+    buffer = copy["state_dict"]["b"]
+    assert snapshot(obj, buffers)["state_dict"]["b"] is buffer  # host buffers are reused from save to save
+
+
+def test_reading_a_checkpoint_waits_for_its_background_write(tmp_path: Path) -> None:
+    path = str(tmp_path / "slow.ckpt")
+    writer = BackgroundWriter()
+
+    def job(at: Any) -> None:
+        at(path)
+        time.sleep(0.3)
+        torch_file.atomic_save({"format_version": 2, "state_dict": {"w": torch.ones(3)}}, path)
+
+    writer.submit(job)
+    checkpoint = read(storage_manager(), None, path, True)  # no "no checkpoint at" error: the write finished first
+    assert torch.equal(checkpoint["state_dict"]["w"], torch.ones(3))
+    assert not writer.busy
+
+
+def test_the_interpreter_waits_for_a_background_write_at_exit(tmp_path: Path) -> None:
+    path = tmp_path / "exit.ckpt"
+    script = (
+        "import time, torch\n"
+        "from ember.core.async_writer import BackgroundWriter\n"
+        "from ember.plugins.checkpoint_io.torch_file import atomic_save\n"
+        "w = BackgroundWriter()\n"
+        f"w.submit(lambda at: (time.sleep(0.3), atomic_save({{'x': torch.ones(2)}}, {str(path)!r})))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert torch.equal(torch.load(path, weights_only=True)["x"], torch.ones(2))
+
+
+def test_link_falls_back_to_a_copy_of_the_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = tmp_path / "a.ckpt"
+    torch_file.atomic_save({"x": torch.arange(5)}, str(source))
+    atomic_link(str(source), str(tmp_path / "hard.ckpt"))
+    assert os.path.samefile(source, tmp_path / "hard.ckpt")
+
+    def no_links(src: str, dst: str) -> None:  # a file system without hard links (cannot be made here)
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    atomic_link(str(source), str(tmp_path / "copy.ckpt"))
+    assert not os.path.samefile(source, tmp_path / "copy.ckpt")
+    assert (tmp_path / "copy.ckpt").read_bytes() == source.read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["a.ckpt", "copy.ckpt", "hard.ckpt"]  # no temporary left
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:
+    weight = torch.randn(256, 256, device="cuda")
+    copy = snapshot({"w": weight}, SnapshotBuffers())["w"]
+    assert copy.device.type == "cpu" and copy.is_pinned()
+    weight.add_(1)
+    torch.cuda.synchronize()
+    assert torch.equal(copy, (weight - 1).cpu())
+
+
+def test_one_writer_thread_serves_successive_saves_and_ends_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    writer = BackgroundWriter()
+    monkeypatch.setattr(writer, "IDLE_SECONDS", 0.2)
+    threads: list[threading.Thread] = []
+    for _ in range(3):
+        writer.submit(lambda at: threads.append(threading.current_thread()))
+    writer.wait()
+    assert len(threads) == 3 and len(set(threads)) == 1 and threads[0] is not threading.main_thread()
+    threads[0].join(timeout=10)  # no work for IDLE_SECONDS: the thread ends; the next job starts another
+    assert not threads[0].is_alive()
+    writer.submit(lambda at: threads.append(threading.current_thread()))
+    writer.wait()
+    assert threads[-1] is not threads[0]
