@@ -46,13 +46,27 @@ _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torc
                            "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+#: Variables torch's compiler sets for the process the first time it runs (names vary between torch versions).
+_LIBRARY_ENV_PREFIXES = ("_TORCHINDUCTOR", "TORCHINDUCTOR", "TRITON")
+
+
+def _library_side_effect(entry: object) -> bool:
+    """A sys.path or sys.meta_path entry that a third-party library adds once, when first imported (setuptools'
+    vendored packages, absl's reload detector under TensorBoard): not a test's doing, and harmless to keep."""
+    if isinstance(entry, str):
+        return "site-packages" in entry
+    return type(entry).__module__.split(".")[0] in {"absl", "setuptools", "_distutils_hack", "pkg_resources"}
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV and not k.startswith(_LIBRARY_ENV_PREFIXES)}
 
 
 class _Snapshot:
     """The process-wide state a test could leak into the tests after it."""
 
     def __init__(self) -> None:
-        self.env = {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV}
+        self.env = _env()
         self.cwd = os.getcwd()
         self.torch = _torch_modes()
         self.handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
@@ -64,7 +78,7 @@ class _Snapshot:
     def restore(self) -> list[str]:
         """Put everything back; return what had changed."""
         leaks: list[str] = []
-        env = {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV}
+        env = _env()
         for name in sorted(env.keys() | self.env.keys()):
             if env.get(name) != self.env.get(name):
                 leaks.append(f"env {name}")
@@ -87,9 +101,10 @@ class _Snapshot:
             leaks.append("sys.excepthook")
             sys.excepthook = self.excepthook
         for name, now, before in (("sys.path", sys.path, self.path), ("sys.meta_path", sys.meta_path, self.meta_path)):
-            if now != before:
-                leaks.append(f"{name} entries {[p for p in now if p not in before]!r}")
-                now[:] = before
+            added = [p for p in now if p not in before and not _library_side_effect(p)]
+            if added or any(p not in now for p in before):
+                leaks.append(f"{name} entries {added!r}")
+                now[:] = before + [p for p in now if p not in before and _library_side_effect(p)]
         if _process_group() and not self.process_group:
             leaks.append("a torch.distributed process group")
             torch.distributed.destroy_process_group()
