@@ -162,6 +162,9 @@ def test_snapshot_copies_every_tensor_and_keeps_structure() -> None:
     assert copy["opt"][0]["step"].item() == 3.0
     buffer = copy["state_dict"]["b"]
     assert snapshot(obj, buffers)["state_dict"]["b"] is buffer  # host buffers are reused from save to save
+    view = {"expanded": torch.arange(3.0).expand(2, 3), "strided": torch.arange(6.0).view(2, 3).t()}
+    copied = snapshot(view, buffers)
+    assert all(torch.equal(copied[k], view[k]) for k in view)
 
 
 def test_reading_a_checkpoint_waits_for_its_background_write(tmp_path: Path) -> None:
