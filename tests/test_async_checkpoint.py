@@ -71,7 +71,8 @@ class Watch:
 
 def fit(tmp_path: Path, watch: Watch, epochs: int = 3, **kwargs: Any) -> ember.Trainer:
     cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1)
-    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), callbacks=[cb], plugins=[watch],
+    plugins = [watch, *kwargs.pop("plugins", [])]
+    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), callbacks=[cb], plugins=plugins,
                             **{**QUIET, **kwargs})
     trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
     return trainer
@@ -161,6 +162,9 @@ def test_snapshot_copies_every_tensor_and_keeps_structure() -> None:
     assert copy["opt"][0]["step"].item() == 3.0
     buffer = copy["state_dict"]["b"]
     assert snapshot(obj, buffers)["state_dict"]["b"] is buffer  # host buffers are reused from save to save
+    view = {"expanded": torch.arange(3.0).expand(2, 3), "strided": torch.arange(6.0).view(2, 3).t()}
+    copied = snapshot(view, buffers)
+    assert all(torch.equal(copied[k], view[k]) for k in view)
 
 
 def test_reading_a_checkpoint_waits_for_its_background_write(tmp_path: Path) -> None:
@@ -232,3 +236,29 @@ def test_one_writer_thread_serves_successive_saves_and_ends_when_idle(monkeypatc
     writer.submit(lambda at: threads.append(threading.current_thread()))
     writer.wait()
     assert threads[-1] is not threads[0]
+
+
+class AnswersSaves:
+    """A plugin that answers save_checkpoint itself (like a sharded strategy), then lets the storage write."""
+
+    identity = "test.answers-saves"
+
+    def __init__(self, async_save: bool | None) -> None:
+        if async_save is not None:
+            self.async_save = async_save
+        self.threads: list[str] = []
+
+    @ember.hookimpl(tryfirst=True)
+    def save_checkpoint(self) -> None:
+        self.threads.append(threading.current_thread().name)
+
+
+# Undeclared: written on the training thread, and last.ckpt written through the hook too (no link: the plugin may
+# write something other than the storage's file, e.g. a sharded directory, collectively on every process).
+@pytest.mark.parametrize(("declared", "threads"), [(None, ["MainThread"] * 4), (False, ["MainThread"] * 4),
+                                                   (True, ["ember-checkpoint-writer"] * 2)])
+def test_writes_stay_on_the_training_thread_unless_every_plugin_answering_saves_allows_it(
+        tmp_path: Path, declared: bool | None, threads: list[str]) -> None:
+    plugin = AnswersSaves(declared)
+    fit(tmp_path, Watch(), epochs=2, plugins=[plugin])
+    assert plugin.threads == threads

@@ -49,13 +49,12 @@ class SnapshotBuffers:
         """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator."""
         tensor = tensor.detach()
         on_device = tensor.device.type != "cpu"
-        if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested:
-            return tensor.to("cpu", copy=True)
+        if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested or not tensor.is_contiguous():
+            return tensor.to("cpu", copy=True)  # rare in checkpoints: a plain copy (e.g. an expanded view)
         buf = self._buffers.get(key)
-        if buf is None or buf.shape != tensor.shape or buf.dtype != tensor.dtype or buf.stride() != tensor.stride() \
-                or (on_device and not buf.is_pinned()):
-            buf = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device="cpu",
-                                      pin_memory=on_device and torch.cuda.is_available())
+        if buf is None or buf.shape != tensor.shape or buf.dtype != tensor.dtype or (on_device and not buf.is_pinned()):
+            buf = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
+                              pin_memory=on_device and torch.cuda.is_available())
             self._buffers[key] = buf
         buf.copy_(tensor, non_blocking=on_device)
         return buf

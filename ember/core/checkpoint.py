@@ -199,10 +199,12 @@ class Checkpointing:
         a fit trains and the storage allows it, the writing runs in the background on a snapshot."""
         t = self.trainer
         self.writer.wait()  # in order with the write in flight; raises its error
-        background = self._deferring and bool(getattr(t.role_plugins.get("checkpoint_io"), "async_save", False))
         built: dict[bool, dict[str, Any]] = {}
         ops: list[tuple[str, str, dict[str, Any] | None]] = []
         with self._plugins_registered() as hook:
+            storage_writes = self._storage_writes()
+            background = self._deferring and storage_writes and \
+                bool(getattr(t.role_plugins.get("checkpoint_io"), "async_save", False))
             for op, path, weights_only in requests:
                 if op == "remove":
                     ops.append((op, path, None))
@@ -212,11 +214,21 @@ class Checkpointing:
                     built[weights_only] = snapshot(checkpoint, self._buffers) if background else checkpoint
                 ops.append((op, path, built[weights_only]))
             if background:
-                self.writer.submit(lambda at: self._carry_out(hook, ops, at))
+                self.writer.submit(lambda at: self._carry_out(hook, ops, at, storage_writes))
             else:
-                self._carry_out(hook, ops, lambda path: None)
+                self._carry_out(hook, ops, lambda path: None, storage_writes)
             if t.world_size > 1 and built:
                 hook.call("barrier", trainer=t, name="save_checkpoint")
+
+    def _storage_writes(self) -> bool:
+        """True when the storage plugin is what writes: every other plugin answering ``save_checkpoint`` itself
+        declares ``async_save`` (e.g. DDP's, which only answers for the ranks that write nothing). A sharded
+        save is collective: it must run on every process, on the training thread, once per file (no links).
+        Wrappers run wherever the write runs."""
+        storage = self.trainer.role_plugins.get("checkpoint_io")
+        return all(impl.wrapper or impl.hookwrapper or impl.plugin is storage or getattr(impl.plugin, "async_save",
+                                                                                         False)
+                   for impl in self.trainer.plugin_manager.hook.save_checkpoint.get_hookimpls())
 
     def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None) -> dict[str, Any]:
         try:
@@ -228,11 +240,11 @@ class Checkpointing:
                 "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
 
     def _carry_out(self, hook: Any, ops: list[tuple[str, str, dict[str, Any] | None]],
-                   at: Callable[[str], None]) -> None:
+                   at: Callable[[str], None], may_link: bool) -> None:
         """The storage work of :meth:`_write` (on the training thread or the writer's). A checkpoint already
         written to one file goes to the next one as a link or a copy of those bytes, when the storage can."""
         t = self.trainer
-        link = getattr(t.role_plugins.get("checkpoint_io"), "link_checkpoint", None)
+        link = getattr(t.role_plugins.get("checkpoint_io"), "link_checkpoint", None) if may_link else None
         written: dict[int, str] = {}
         for op, path, checkpoint in ops:
             at(path)

@@ -95,6 +95,10 @@ class DDPStrategy(ProcessGroupStrategy):
                 return (yield)
         return (yield)
 
+    #: Its save_checkpoint only answers for the ranks that write nothing: checkpoints may be written in the
+    #: background (see ember.core.async_writer).
+    async_save = True
+
     @hookimpl(tryfirst=True)
     def save_checkpoint(self, trainer: Any) -> Any:
         return None if trainer.global_rank == 0 else True  # answered on other ranks: nothing to write
