@@ -4,9 +4,13 @@ client or file format; skipped when the package is not installed."""
 from __future__ import annotations
 
 import glob
+import importlib
+import os
 import re
 import struct
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +19,28 @@ from torch.utils.data import DataLoader
 
 import ember
 from ember.testing import TinyClassifier, tiny_dataset
+
+# Imported at collection, not inside a test: importing MLflow adds a finder to sys.meta_path for the process,
+# which the suite's leak check would report against whichever test imported it first.
+for _name in ("mlflow.tracking", "mlflow.entities", "wandb", "wandb.proto.wandb_internal_pb2"):
+    try:
+        importlib.import_module(_name)
+    except ImportError:
+        pass
+
+
+
+@pytest.fixture(autouse=True)
+def _library_side_effects(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """MLflow and W&B set process-wide things of their own when a run starts (a telemetry session variable,
+    the W&B service address, an import hook); put them back so no later test sees them."""
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    env, meta_path = dict(os.environ), list(sys.meta_path)
+    yield
+    for key in set(os.environ) - set(env):
+        os.environ.pop(key, None)
+    sys.meta_path[:] = meta_path
+
 
 FIT = {"max_epochs": 2, "accelerator": "cpu", "log_every_n_steps": 2, "enable_progress_bar": False,
        "enable_model_summary": False, "enable_checkpointing": False, "num_sanity_val_steps": 0}
