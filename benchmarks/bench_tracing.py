@@ -32,6 +32,12 @@ FEATURES_OFF = {"enable_progress_bar": False, "logger": False, "enable_model_sum
 def off_args() -> dict:
     """Switch off the optional features this version of ember has (progress bar, logger files, summary)."""
     names = {f.name for f in attrs.fields(ember.TrainerConfig)}
+    try:  # the arguments plugins declare (an older ember keeps them all in TrainerConfig)
+        from ember.core.options import declared_options
+
+        names |= {option.name for option in declared_options()}
+    except ImportError:
+        pass
     return {k: v for k, v in FEATURES_OFF.items() if k in names}
 
 

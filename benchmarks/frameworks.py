@@ -45,6 +45,12 @@ EMBER_OFF = {"enable_progress_bar": False, "logger": False, "enable_checkpointin
 
 def ember_off_args() -> dict[str, Any]:
     names = {f.name for f in attrs.fields(ember.TrainerConfig)}
+    try:  # the arguments plugins declare (an older ember keeps them all in TrainerConfig)
+        from ember.core.options import declared_options
+
+        names |= {option.name for option in declared_options()}
+    except ImportError:
+        pass
     return {k: v for k, v in EMBER_OFF.items() if k in names}
 
 

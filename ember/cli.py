@@ -133,6 +133,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 from ember import (  # noqa: E402,F401
     cli_config,  # fit, validate, test, predict
     cli_plugins,  # plugins, hooks
+    cli_tools,  # tune, plot
 )
 
 if __name__ == "__main__":  # run as ember.cli, so that commands registered from other modules are seen

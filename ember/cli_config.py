@@ -14,7 +14,7 @@ A config file (YAML, or TOML by its ``.toml`` suffix) has up to five top-level k
     ckpt_path: null
 
 Several ``--config`` files merge in order, then flags override them. Every Trainer argument is a flag
-(``--trainer.<name>``, generated from :class:`ember.TrainerConfig`); ``--model.<arg>`` and ``--data.<arg>``
+(``--trainer.<name>``, generated from ``ember.core.options.declared_options()``); ``--model.<arg>`` and ``--data.<arg>``
 set the classes' ``__init__`` arguments. Flag values are read as YAML (``3``, ``0.5``, ``true``, ``null``,
 ``[a, b]``), except where the argument is annotated ``str``. Keys and flags are checked against the Trainer's
 fields and the classes' signatures; a wrong one gets an error naming it and the closest valid one.
@@ -22,7 +22,7 @@ fields and the classes' signatures; a wrong one gets an error naming it and the 
 Why not jsonargparse (LightningCLI's parser)? Ember's model and data contracts are duck-typed (any
 ``nn.Module``; a DataModule has no base class), which its subclass mode cannot express without a base class,
 and ember wants ``module:Class`` paths, TOML and "did you mean" errors, each needing a layer around it. The
-whole job is small with argparse, PyYAML, ``tomllib`` and attrs introspection of ``TrainerConfig``.
+whole job is small with argparse, PyYAML, ``tomllib`` and the declared Trainer arguments.
 """
 
 from __future__ import annotations
@@ -38,11 +38,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
 from ember.cli import command
-from ember.core.config import TrainerConfig
 from ember.core.errors import ConfigurationError, EmberError
+from ember.core.options import Option, declared_options
 from ember.hookspecs import hookimpl
 
 STAGES = {
@@ -56,43 +54,6 @@ _CLASS_KEYS = ("class_path", "init_args")
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$")
 
 #: One line of help per Trainer argument (arguments added later show their type and default only).
-TRAINER_HELP = {
-    "accelerator": "where to compute: auto, cpu, cuda, mps, or another installed accelerator plugin",
-    "strategy": "how to spread work over processes: auto, single_device, ddp, ...",
-    "devices": "how many devices (or which): auto, 1, [0, 1], '0,1'",
-    "num_nodes": "number of machines",
-    "precision": "32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true",
-    "callbacks": "callbacks by name (lr-monitor) or {class_path: ..., init_args: {...}}",
-    "plugins": "more plugins by identity (precision.bf16-mixed) or {class_path: ..., init_args: {...}}",
-    "max_epochs": "stop after this many epochs (default 1000 unless max_steps is set; -1: no limit)",
-    "min_epochs": "train at least this many epochs even if a callback asks to stop",
-    "max_steps": "stop after this many optimizer steps (-1: no limit)",
-    "min_steps": "train at least this many optimizer steps",
-    "limit_train_batches": "batches per training epoch: an int, or a fraction of the loader",
-    "limit_val_batches": "batches per validation run: an int, or a fraction",
-    "limit_test_batches": "batches per test run: an int, or a fraction",
-    "limit_predict_batches": "batches per predict run: an int, or a fraction",
-    "val_check_interval": "validate every fraction of an epoch (float) or every N training batches (int)",
-    "check_val_every_n_epoch": "validate every N epochs",
-    "num_sanity_val_steps": "validation batches to run before training (-1: all)",
-    "fast_dev_run": "run N batches (true: 1) of every stage, to check the code",
-    "accumulate_grad_batches": "accumulate gradients over N batches per optimizer step",
-    "gradient_clip_val": "clip gradients at this value",
-    "gradient_clip_algorithm": "norm or value",
-    "deterministic": "use deterministic algorithms (true, false, warn)",
-    "benchmark": "cudnn.benchmark",
-    "inference_mode": "evaluate under torch.inference_mode (false: torch.no_grad)",
-    "default_root_dir": "where logs and checkpoints go (default: the current directory)",
-    "log_every_n_steps": "write step metrics to the loggers every N optimizer steps",
-    "block_plugins": "plugin identities never to register",
-    "autoload_plugins": "register the always-on plugins of installed packages",
-    "logger": "true (csv), false, a name (csv, tensorboard), or a list of them",
-    "enable_progress_bar": "show the progress bar",
-    "enable_model_summary": "print the model summary when fit starts",
-    "max_time": "stop training after this long: DD:HH:MM:SS, {hours: 2}, or seconds",
-}
-
-
 class CLIError(ConfigurationError):
     """A config file or flag that cannot be used as given."""
 
@@ -240,13 +201,12 @@ def merge_spec(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
 # The whole configuration
 # ---------------------------------------------------------------------------------------------------------
 
-TRAINER_FIELDS = {f.name: f for f in attrs.fields(TrainerConfig)}
+#: Every Trainer argument, core's and those plugins declare (name, type, default, help).
+TRAINER_FIELDS = {option.name: option for option in declared_options()}
 
 
-def _default(field: attrs.Attribute) -> Any:
-    default = field.default
-    factory = getattr(default, "factory", None)
-    return factory() if callable(factory) else default
+def _default(field: Option) -> Any:
+    return field.default
 
 
 def check_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
@@ -299,7 +259,7 @@ def build_parser(stage: str) -> argparse.ArgumentParser:
         default = _default(field)
         typ = str if _takes_str(field.type) else yaml_value
         group.add_argument(*flags, dest=f"trainer.{name}", type=typ, default=argparse.SUPPRESS,
-                           metavar="VALUE", help=f"{TRAINER_HELP.get(name, name)} (default: {default!r})")
+                           metavar="VALUE", help=f"{field.help or name} (default: {default!r})")
     return p
 
 

@@ -2,12 +2,12 @@
 
 ``ember demo`` trains it with the default progress bar, CSV logger and model summary, prints the validation
 accuracy, and draws the training curves to ``curves.png`` next to ``metrics.csv``. The pieces are importable
-for the CLI too: ``ember fit --model ember.demo:DigitsClassifier --data ember.demo:DigitsData``.
+for the CLI too: ``ember fit --model ember.demo:DigitsClassifier --data ember.demo:DigitsData``. The curves
+are drawn by :func:`ember.plot.save_curves` (also ``ember plot <run dir>``).
 """
 
 from __future__ import annotations
 
-import csv
 import os
 from typing import Any
 
@@ -15,6 +15,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import ember
+from ember.plot import save_curves
 
 
 def digits_loaders(batch_size: int = 64, seed: int = 0) -> tuple[DataLoader, DataLoader]:
@@ -100,42 +101,6 @@ class DigitsClassifier(ember.Module):
         epochs = self.trainer.max_epochs if self.__dict__.get("_trainer") is not None else -1
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs if epochs and epochs > 0 else 30)
         return {"optimizer": opt, "lr_scheduler": sched}
-
-
-def save_curves(metrics_csv: str, png_path: str) -> str | None:
-    """Draw the losses and the validation accuracy from a ``logger.csv`` file into ``png_path``.
-
-    Returns the path written, or None (with the reason printed) when matplotlib is not installed.
-    """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        print("note: no training-curve picture: matplotlib is not installed (pip install 'ember[plot]').")
-        return None
-    series: dict[str, tuple[list[float], list[float]]] = {}
-    with open(metrics_csv, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            for name, value in row.items():
-                if name in ("epoch", "step") or value in ("", None):
-                    continue
-                xs, ys = series.setdefault(name, ([], []))
-                xs.append(float(row["step"]))
-                ys.append(float(value))
-    fig = Figure(figsize=(10, 4), tight_layout=True)
-    FigureCanvasAgg(fig)
-    loss_ax, acc_ax = fig.subplots(1, 2)
-    for name, (xs, ys) in sorted(series.items()):
-        ax = acc_ax if "acc" in name else loss_ax
-        ax.plot(xs, ys, label=name, marker="o" if len(xs) < 60 else None, markersize=3)
-    for ax, title in ((loss_ax, "loss"), (acc_ax, "accuracy")):
-        ax.set_title(title)
-        ax.set_xlabel("optimizer step")
-        ax.grid(alpha=0.3)
-        if ax.lines:
-            ax.legend()
-    fig.savefig(png_path, dpi=100)
-    return png_path
 
 
 def run_demo(max_epochs: int = 30, seed: int = 0, plot: bool = True, **trainer_args: Any) -> float:

@@ -111,11 +111,7 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
             with _kill_timeout_on_failure(shutdown_timeout), _launcher_pid_in_environment():
                 elastic_launch(config, entrypoint=sys.executable)("-c", worker_bootstrap(), *argv)
         except ChildFailedError as err:
-            stopped = signal_stop_status(err.failures)
-            if stopped is not None:  # every process stopped on a signal in order (after saving): not a failure
-                print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
-                raise SystemExit(stopped) from None
-            raise describe_failure(err) from None
+            raise _failure(err) from None
         except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
             raise SystemExit(128 + int(sig.sigval)) from None
     return 0
@@ -238,6 +234,16 @@ def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
         yield
     finally:
         api.LocalElasticAgent = base  # type: ignore[misc]
+
+
+def _failure(err: Any) -> BaseException:
+    """What the launcher raises for the agent's ChildFailedError: ``SystemExit(128 + signal)`` when every
+    process stopped on a signal in order (after saving), else a :class:`WorkerFailedError`."""
+    stopped = signal_stop_status(err.failures)
+    if stopped is not None:
+        print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
+        return SystemExit(stopped)
+    return describe_failure(err)
 
 
 def signal_stop_status(failures: dict[int, Any]) -> int | None:

@@ -82,3 +82,37 @@ if TYPE_CHECKING:
     at_run_time = {m for _, m in scan(source, "ember.core", skip_type_checking=True)}
     assert "ember.plugins.precision.fp16_mixed" not in at_run_time
     assert "ember.plugins.strategies.single_device" in at_run_time
+
+
+def _plugin_family(module: str) -> str | None:
+    """``ember.plugins.<family>...`` -> family (``strategies``, ``environments``, ...); None outside plugins."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["ember", "plugins"] else None
+
+
+@pytest.mark.parametrize("path", [p for p in sources("plugins") if len(p.relative_to(PACKAGE / "plugins").parts) > 1
+                                  and p.relative_to(PACKAGE / "plugins").parts[0] != "_shared"],
+                         ids=lambda p: "/".join(p.relative_to(PACKAGE / "plugins").parts))
+def test_plugins_never_import_another_plugin_family(path: Path) -> None:
+    """A plugin reaches another plugin only through hooks: no module under ember/plugins/X imports
+    ember/plugins/Y (Y != X). What several families share lives in ember/plugins/_shared or ember.core."""
+    family = path.relative_to(PACKAGE / "plugins").parts[0]
+    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=True)
+           if _plugin_family(m) not in (None, family, "_shared")]
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports another plugin family: {bad}"
+
+
+@pytest.mark.parametrize("path", sources("plugins/_shared"), ids=lambda p: p.name)
+def test_shared_plugin_helpers_are_not_plugins(path: Path) -> None:
+    """ember/plugins/_shared holds helpers: it implements no hook and imports no plugin family."""
+    source = path.read_text()
+    assert "hookimpl" not in source and "identity = " not in source, path.name
+    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=True)
+           if _plugin_family(m) not in (None, "_shared")]
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports a plugin family: {bad}"
+
+
+def test_the_family_rule_catches_a_cross_import() -> None:
+    found = scan("from ember.plugins.environments import torchrun\nfrom ..precision import fp16_mixed\n",
+                 "ember.plugins.strategies", skip_type_checking=True)
+    assert {_plugin_family(m) for _, m in found} >= {"environments", "precision"}

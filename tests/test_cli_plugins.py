@@ -135,22 +135,22 @@ def test_hooks_lists_every_spec_with_its_signature(capsys) -> None:
     all_specs = specs()
     for spec in all_specs:
         assert f"  {spec.typed_signature}" in out, spec.name
-    assert "on_train_batch_start(trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None" in out
+    assert "on_train_batch_start(trainer: TrainerLike, module: Any, batch: Any, batch_idx: int) -> int | None" in out
     assert out.index("Event hooks:") < out.index("Role hooks:") < out.index("Configuration hooks:")
-    assert "step(trainer: Trainer, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, " \
+    assert "step(trainer: TrainerLike, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, " \
            "stage: str) -> Any  [firstresult]" in out
 
 
 def test_hooks_full_text_json_and_family(capsys) -> None:
     assert main(["hooks", "backward"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("backward(trainer: Trainer, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None)")
+    assert out.startswith("backward(trainer: TrainerLike, loss: torch.Tensor, optimizer: torch.optim.Optimizer | None)")
     assert ":param loss: the loss, divided by ``accumulate_grad_batches``." in out
 
     assert main(["hooks", "--json", "--family", "configuration"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [d["name"] for d in data] == ["configure"]
-    assert data[0]["params"] == [{"name": "trainer", "annotation": "Trainer", "doc": "the trainer."}]
+    assert [d["name"] for d in data] == ["configure", "add_options"]
+    assert data[0]["params"] == [{"name": "trainer", "annotation": "TrainerLike", "doc": "the trainer."}]
 
     assert main(["hooks", "on_fit_strat"]) == 2
     assert "Did you mean 'on_fit_start'?" in capsys.readouterr().err

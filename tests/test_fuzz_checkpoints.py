@@ -23,7 +23,7 @@ import torch
 from dist_support import fsdp_available, needs_fsdp
 
 import ember
-from ember.plugins.checkpoint_io import integrity
+from ember.plugins._shared import integrity
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.plugins.strategies import sharded_checkpoint
 from ember.testing import TinyClassifier, tiny_loaders

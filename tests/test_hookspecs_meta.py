@@ -13,7 +13,14 @@ import torch
 
 import ember
 from ember.hookspecs import spec_modules
-from ember.hookspecs.reference import SpecRecord, render_protocols, specs
+from ember.hookspecs.reference import (
+    PROTOCOL_FILES,
+    SpecRecord,
+    protocol_name,
+    render_markdown,
+    render_protocols,
+    specs,
+)
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
 ALL_SPECS = specs()
@@ -24,6 +31,13 @@ ALL_SPECS = specs()
 NOT_CALLED_YET = {
     # Agreement across processes (should_stop, early stopping, checkpoint monitors) calls this.
     "reduce_boolean_decision": "distributed strategies and monitoring callbacks",
+    # Only the FSDP strategy asks it (multi-process runs in tests/test_fsdp.py; unit-tested in test_plugin_order.py).
+    "mixed_precision_dtype": "strategies that cast parameters themselves",
+}
+
+#: Hooks called outside a run, so no run's recorder sees them; each names the test that checks the call.
+CALLED_OUTSIDE_RUNS = {
+    "add_options": "on plugin classes, by ember.core.options.declarations(): tests/test_options.py",
 }
 
 
@@ -50,6 +64,21 @@ def test_every_spec_is_documented_in_the_required_shape(spec: SpecRecord) -> Non
         assert names[0] == "trainer", f"{spec.name}: 'trainer' comes first"
 
 
+#: What a spec's ``:ranks:`` field may say (the contract for plugin authors, shown in docs/hooks.md).
+RANKS = {"every rank", "global rank 0 only", "local rank 0 of each node; the other ranks wait at a barrier",
+         "every process, before any process group exists",
+         "every process, once per set of installed plugins, outside any run"}
+
+
+@pytest.mark.parametrize("spec", ALL_SPECS, ids=lambda s: s.name)
+def test_every_spec_states_its_ranks_and_whether_it_may_be_wrapped(spec: SpecRecord) -> None:
+    assert spec.ranks in RANKS, f"{spec.name}: ':ranks:' must be one of {sorted(RANKS)}, not {spec.ranks!r}"
+    assert spec.wrap == "yes" or spec.wrap.startswith("no: "), \
+        f"{spec.name}: ':wrap:' must be 'yes' or 'no: <why>', not {spec.wrap!r}"
+    assert f"- runs on: {spec.ranks}" in render_markdown()
+
+
+
 @pytest.mark.parametrize("module", spec_modules(), ids=lambda m: m.__name__)
 def test_spec_arguments_can_be_passed_by_name(module) -> None:
     for name, function in vars(module).items():
@@ -58,11 +87,18 @@ def test_spec_arguments_can_be_passed_by_name(module) -> None:
             assert kinds <= {inspect.Parameter.POSITIONAL_OR_KEYWORD}, name
 
 
-def test_typing_protocols_are_generated_from_the_specs() -> None:
-    path = Path(ember.__file__).parent / "hookspecs" / "protocols.py"
-    assert path.read_text() == render_protocols(), (
-        "ember/hookspecs/protocols.py is out of date: run "
-        "`python -m ember.hookspecs.reference --protocols > ember/hookspecs/protocols.py`")
+@pytest.mark.parametrize("file", sorted(PROTOCOL_FILES))
+def test_typing_protocols_are_generated_from_the_specs(file: str) -> None:
+    path = Path(ember.__file__).parent / "hookspecs" / file
+    assert path.read_text() == render_protocols(file), (
+        f"ember/hookspecs/{file} is out of date: run `python -m ember.hookspecs.reference --protocols`")
+
+
+def test_every_protocol_imports_from_one_module() -> None:
+    from ember.hookspecs import protocols
+
+    assert {protocol_name(s.name) for s in ALL_SPECS} | {"EventHooks"} == set(protocols.__all__)
+    assert all(hasattr(protocols, name) for name in protocols.__all__)
 
 
 def test_protocols_are_empty_at_run_time() -> None:
@@ -184,7 +220,7 @@ def called_hooks(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
 
 
 def test_every_spec_is_called_by_a_representative_run(called_hooks: set[str]) -> None:
-    never = sorted({s.name for s in ALL_SPECS} - called_hooks - set(NOT_CALLED_YET))
+    never = sorted({s.name for s in ALL_SPECS} - called_hooks - set(NOT_CALLED_YET) - set(CALLED_OUTSIDE_RUNS))
     assert not never, f"hooks no representative run calls: {never}; add a run that reaches them"
 
 
@@ -203,3 +239,23 @@ def test_the_runs_call_hooks_with_their_spec_arguments(tmp_path: Path) -> None:
     params = {s.name: [p.name for p in s.params] for s in ALL_SPECS}
     for (name, _), kwargs in zip(recorder.calls, recorder.kwargs, strict=True):
         assert sorted(kwargs) == sorted(params[name]), f"{name} called with {sorted(kwargs)}"
+
+
+def test_plugin_authors_see_a_typed_trainer(tmp_path: Path) -> None:
+    """Every hook's ``trainer`` is a TrainerLike, and a real Trainer is one (mypy checks the types statically)."""
+    from ember.hookspecs import TrainerLike
+
+    annotations = {p.annotation for spec in ALL_SPECS for p in spec.params if p.name == "trainer"}
+    assert annotations <= {"TrainerLike", "TrainerLike | None"}, annotations
+    seen: list[bool] = []
+
+    class Check:
+        def on_train_start(self, trainer: TrainerLike) -> None:
+            seen.append(isinstance(trainer, TrainerLike) and trainer.world_size == 1 and trainer.global_step == 0)
+
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, callbacks=[Check()], logger=False,
+                            enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                            default_root_dir=str(tmp_path))
+    trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])
+    assert seen == [True]
+    assert not isinstance(object(), TrainerLike)

@@ -4,6 +4,7 @@ Never the order distributions happen to be installed in."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import ember
 
@@ -121,3 +122,61 @@ def test_wrappers_given_first_are_outermost(ember_run) -> None:
 
     ember_run(Wrap("outer"), Wrap("inner"), limit_train_batches=1)
     assert log == ["enter callback.outer", "enter callback.inner", "exit callback.inner", "exit callback.outer"]
+
+
+# -- plugins talk through hooks ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("precision", "expected"), [("bf16-mixed", "torch.bfloat16"), ("16-mixed", "torch.float16"),
+                                                     ("32-true", "None"), ("bf16-true", "None")])
+def test_fsdp_follows_the_precision_through_a_hook(precision: str, expected: str) -> None:
+    """FSDP's MixedPrecisionPolicy comes from the precision's mixed_precision_dtype answer, not from a table of
+    precision names kept in the strategy."""
+    from ember.plugins.strategies.fsdp import FSDPStrategy
+    from ember.testing import TinyClassifier, tiny_loaders
+
+    seen = {}
+
+    class Ask:
+        def on_train_start(self, trainer) -> None:
+            policy = FSDPStrategy()._mp_policy(trainer)
+            seen["param_dtype"] = str(policy.param_dtype)
+            seen["reduce_dtype"] = str(policy.reduce_dtype)
+
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, precision=precision, callbacks=[Ask()],
+                            accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])
+    assert seen["param_dtype"] == expected
+    assert seen["reduce_dtype"] == ("torch.float32" if expected != "None" else "None")
+
+
+def test_ddp_runs_the_training_step_through_its_model_without_touching_the_module() -> None:
+    """The fallback step runs the training step through the strategy's wrapped model (setup_module's answer);
+    no plugin rewrites the module's methods."""
+    from ember.testing import TinyClassifier, tiny_loaders
+
+    calls: list[str] = []
+
+    class Runner(torch.nn.Module):
+        def __init__(self, module: torch.nn.Module) -> None:
+            super().__init__()
+            self.module = module
+
+        def forward(self, batch, batch_idx):
+            calls.append("through the wrapped model")
+            return self.module.training_step(batch, batch_idx)
+
+    class Wraps:
+        @ember.hookimpl
+        def setup_module(self, module):
+            return Runner(module)
+
+    model = TinyClassifier()
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=1, plugins=[Wraps()],
+                            accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)
+    train, val = tiny_loaders(n=16)
+    trainer.fit(model, train, val)
+    assert calls == ["through the wrapped model"] * 2  # training steps only: validation calls the module
+    assert "training_step" not in vars(model)

@@ -53,3 +53,119 @@ def test_a_continued_run_in_its_own_directory_still_rotates_its_files(tmp_path: 
     fit(folder, 2, save_top_k=1)
     fit(folder, 4, ckpt_path="last", save_top_k=1)
     assert files(folder) == {"epoch=3-step=8.ckpt", "last.ckpt"}  # what an uninterrupted run leaves
+
+
+def _small_disk(folder: Path) -> bool:
+    import subprocess
+
+    folder.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(folder)], capture_output=True)
+    return done.returncode == 0
+
+
+def test_a_full_disk_names_the_path_and_the_space_and_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    import subprocess
+
+    import torch
+
+    from ember.plugins.checkpoint_io.torch_file import atomic_save, safe_load
+
+    folder = tmp_path / "small"
+    if not _small_disk(folder):
+        pytest.skip("needs a small file system: mounting a 512 KiB tmpfs is not permitted here")
+    try:
+        path = folder / "last.ckpt"
+        small = {"w": torch.arange(1000.0)}
+        atomic_save(small, str(path))
+        big = {"w": torch.zeros(1 << 20)}  # 4 MiB
+        with pytest.raises(ember.CheckpointError, match=rf"cannot write {path}: no space left on the device .* MiB "
+                                                         r"free, the checkpoint needs about 4.0 MiB\). The previous "
+                                                         r"file at this path, if any, is intact"):
+            atomic_save(big, str(path))
+        assert torch.equal(safe_load(str(path))["w"], small["w"])  # intact, and no temporary left behind
+        assert sorted(os.listdir(folder)) == ["last.ckpt"]
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)
+
+
+def test_resuming_with_another_optimizer_fails_before_training_naming_the_groups(tmp_path: Path) -> None:
+    import torch
+
+    fit(tmp_path / "a", 1)
+
+    class Adam(TinyClassifier):
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.Adam(self.parameters(), lr=0.01)
+
+    steps = []
+
+    class Steps:
+        def on_train_batch_start(self) -> None:
+            steps.append(1)
+
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[Steps()], **QUIET)
+    with pytest.raises(ember.CheckpointError, match=r"parameter group 0 of optimizer 0 was saved without the "
+                                                    r"settings \['amsgrad', 'betas', 'eps'\], which this run's Adam "
+                                                    r"has.*SGD then, Adam now"):
+        trainer.fit(Adam(), *tiny_loaders(n=16), ckpt_path=str(tmp_path / "a" / "last.ckpt"))
+    assert steps == []  # refused before training
+
+
+def test_non_finite_clip_values_and_empty_loaders_are_refused(tmp_path: Path) -> None:
+    from torch.utils.data import DataLoader
+
+    from ember.testing import tiny_dataset
+
+    for bad in (float("nan"), float("inf"), -1.0):
+        with pytest.raises(ember.ConfigurationError, match=r"gradient_clip_val=.* expected a finite number >= 0"):
+            ember.Trainer(gradient_clip_val=bad)
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
+    empty = DataLoader(tiny_dataset(3), batch_size=4, drop_last=True)
+    with pytest.raises(ember.ConfigurationError, match=r"empty training loader \(0 batches\)"):
+        trainer.fit(TinyClassifier(), empty)
+
+
+@pytest.mark.parametrize("accelerator", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.cuda, pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA GPU")])])
+def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: str) -> None:
+    import torch
+
+    from ember.plugins.callbacks.loss_check import NonFiniteLossWarning
+
+    class GoesNaN(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            return loss * float("nan") if self.trainer.global_step >= 3 else loss
+
+    trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), log_every_n_steps=2,
+                            accelerator=accelerator, **QUIET)
+    with pytest.warns(NonFiniteLossWarning) as caught:
+        trainer.fit(GoesNaN(), *tiny_loaders(n=32))
+    assert len(caught) == 1  # once, not every step
+    message = str(caught[0].message)
+    assert "the training loss is nan at global step 4 (epoch 0, batch 3)" in message
+    assert "callbacks=['nan-guard']" in message and "set_detect_anomaly" in message
+
+
+def test_a_full_disk_during_a_sharded_save_keeps_the_previous_one(tmp_path: Path) -> None:
+    import subprocess
+
+    import torch
+
+    from ember.plugins.strategies import sharded_checkpoint
+
+    folder = tmp_path / "small"
+    if not _small_disk(folder):
+        pytest.skip("needs a small file system: mounting a 512 KiB tmpfs is not permitted here")
+    try:
+        small = torch.nn.Linear(4, 4)
+        path = folder / "sharded"
+        sharded_checkpoint.save({"format_version": 2}, path, small, [])
+        big = torch.nn.Linear(1024, 1024)  # 4 MiB of weights
+        with pytest.raises(ember.CheckpointError, match=rf"cannot write {path}: no space left on the device"):
+            sharded_checkpoint.save({"format_version": 2}, path, big, [])
+        assert sorted(os.listdir(folder)) == ["sharded"]  # no half-written directory left
+        loaded = sharded_checkpoint.load(path, torch.nn.Linear(4, 4))
+        assert torch.equal(loaded["state_dict"]["weight"], small.weight)
+    finally:
+        subprocess.run(["umount", str(folder)], capture_output=True)

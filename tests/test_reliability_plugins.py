@@ -125,3 +125,43 @@ def test_misspelled_block_list_names_are_flagged_with_a_suggestion(monkeypatch) 
     with pytest.warns(ember.EmberWarning, match=r"'dist:embr': no installed distribution named 'embr'.*Did you mean "
                                                 r"'ember' \(dist:...\)\?"):
         ember.Trainer()
+
+
+CLASS_WRAPPER = '''
+import ember
+
+class Wraps:
+    @ember.hookimpl(wrapper=True)
+    def optimizer_step(self, trainer):
+        result = yield
+        if trainer.global_step == 1:
+            raise RuntimeError("wrapper failed")
+        return result
+'''
+
+MODULE_WRAPPER = '''
+import ember
+
+@ember.hookimpl(wrapper=True)
+def optimizer_step(trainer):
+    result = yield
+    if trainer.global_step == 1:
+        raise RuntimeError("module wrapper failed")
+    return result
+'''
+
+
+@pytest.mark.parametrize("source, value", [(CLASS_WRAPPER, "wrap_mod:Wraps"), (MODULE_WRAPPER, "wrap_mod")],
+                         ids=["class", "module"])
+def test_an_error_raised_in_a_plugins_wrapper_names_the_plugin(ember_distribution, tmp_path, source: str,
+                                                               value: str) -> None:
+    from ember.testing import TinyClassifier, tiny_loaders
+
+    ember_distribution("wrap-dist", entry_points={"ember.autoload": {"callback.wraps": value}},
+                       modules={"wrap_mod.py": source})
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, enable_checkpointing=False)
+    with pytest.raises(RuntimeError, match="wrapper failed") as info:
+        trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
+    assert any("Raised inside the plugin 'callback.wraps' from wrap-dist 1.0" in note
+               for note in getattr(info.value, "__notes__", []))

@@ -14,7 +14,7 @@ from dist_support import SCRIPTS, Job
 import ember
 from ember.plugins.callbacks.hang_watchdog import GRACE, timeout_seconds
 
-TIMEOUT = 3.0
+TIMEOUT = 5.0  # generous: a busy two-core machine must not look like a hang
 
 
 @pytest.mark.slow
@@ -28,7 +28,7 @@ def test_a_stuck_rank_is_named_and_every_rank_stops(tmp_path: Path, stuck: int) 
     seconds = ended - float((tmp_path / "stuck").read_text())
     print(f"rank {stuck} stuck: the job ended {seconds:.1f} s later (hang_timeout={TIMEOUT:g} s)")
     other = 1 - stuck
-    expected = (f"HangError: rank {stuck} made no progress for 3 s at global step 3, in training_step "
+    expected = (f"HangError: rank {stuck} made no progress for 5 s at global step 3, in training_step "
                 f"({SCRIPTS / 'slow_ddp_job.py'}:")
     summary = out[out.index("ember run: "):]
     first = summary.splitlines()[0]

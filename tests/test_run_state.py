@@ -89,3 +89,18 @@ def test_training_log_keeps_its_name_after_validation_with_two_loaders() -> None
 def test_trainer_state_validates_its_fields() -> None:
     with pytest.raises(ValueError, match="trainer.state.fn='train' is not one of"):
         TrainerState(fn="train")
+
+
+def test_log_in_predict_is_a_clear_error_even_after_fit() -> None:
+    """predict records no metrics: self.log there says so, instead of writing into the last fit's results."""
+
+    class Model(TinyClassifier):
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.log("p", 1.0)
+            return super().predict_step(batch, batch_idx)
+
+    trainer = ember.Trainer(max_epochs=1, **QUIET)
+    model = Model()
+    trainer.fit(model, loader(2))
+    with pytest.raises(RuntimeError, match=r"self.log\('p'\) was called in predict, which records no metrics"):
+        trainer.predict(model, loader(1))

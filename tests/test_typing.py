@@ -26,38 +26,38 @@ from typing import Any
 import torch
 
 import ember
-from ember.core.trainer import Trainer
+from ember.hookspecs import TrainerLike
 from ember.hookspecs.protocols import EventHooks, OnTrainBatchEnd, OnTrainBatchStart, RootDevice
 
 
 class Good(OnTrainBatchStart, OnTrainBatchEnd, RootDevice):
     @ember.hookimpl
-    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> int | None:
+    def on_train_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int) -> int | None:
         return -1 if batch_idx > 10 else None
 
     @ember.hookimpl
-    def on_train_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         pass
 
     @ember.hookimpl(tryfirst=True)
-    def root_device(self, trainer: Trainer) -> torch.device:
+    def root_device(self, trainer: TrainerLike) -> torch.device:
         return torch.device("cpu")
 
 
 class Callback(EventHooks):  # implements a few event hooks, Lightning-callback style
-    def on_train_start(self, trainer: Trainer, module: Any) -> None:
+    def on_train_start(self, trainer: TrainerLike, module: Any) -> None:
         pass
 
 
 class WrongArgumentType(OnTrainBatchEnd):
     @ember.hookimpl
-    def on_train_batch_end(self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: str) -> None:  # LINE wrong-type
+    def on_train_batch_end(self, trainer: TrainerLike, module: Any, outputs: Any, batch: Any, batch_idx: str) -> None:  # LINE wrong-type
         pass
 
 
 class WrongReturnType(OnTrainBatchStart):
     @ember.hookimpl
-    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> str:  # LINE wrong-return
+    def on_train_batch_start(self, trainer: TrainerLike, module: Any, batch: Any, batch_idx: int) -> str:  # LINE wrong-return
         return "stop"
 
 
@@ -103,5 +103,5 @@ def test_mypy_checks_implementations_against_the_specs(tmp_path: Path) -> None:
     # Nothing else: the good plugin, the partial EventHooks callback and the untyped wrapper pass.
     assert set(errors) == {lines[k] for k in ("wrong-type", "wrong-return", "subset", "option-typo")}, out
     assert re.search(rf"^plugin\.py:{lines['reveal']}: note: Revealed type is \"def \(self: .*Good, trainer: "
-                     r"ember\.core\.trainer\.Trainer, module: Any, batch: Any, batch_idx: (builtins\.)?int\) -> ",
+                     r"ember\.hookspecs\.trainer\.TrainerLike, module: Any, batch: Any, batch_idx: (builtins\.)?int\) -> ",
                      out, re.M), out

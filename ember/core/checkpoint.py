@@ -24,15 +24,21 @@ import contextlib
 import logging
 import os
 import signal
-import warnings
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import torch
 
 from ember.core import rng
+from ember.core.checkpoint_format import (
+    FORMAT_VERSION,
+    NotPlain,
+    check_format,
+    check_optimizer_state,
+    make_plain,
+    plain_hparams,
+    read,
+)
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.resumable_data import TrainData
 from ember.core.signals import SignalHandlers, stop_exception
@@ -43,214 +49,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("ember")
 
-#: The checkpoint format this ember writes; it reads this one and every older one. 2: a plugin's state is kept
-#: only in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry).
-FORMAT_VERSION = 2
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
-
-# ---------------------------------------------------------------------------------------------------------
-# Plain data
-# ---------------------------------------------------------------------------------------------------------
-
-_SCALARS = frozenset({str, bytes, int, float, bool, complex, type(None)})
-_TORCH_ATOMS = (torch.Tensor, torch.dtype, torch.device)
-_SEQUENCES = frozenset({list, tuple, set, frozenset, torch.Size})
-
-
-class NotPlain(Exception):
-    """A value ``torch.load(weights_only=True)`` could not rebuild; ``args[0]`` says where it sits."""
-
-
-def make_plain(obj: Any, where: str = "checkpoint") -> Any:
-    """``obj`` with NumPy scalars turned into Python numbers (same values), or NotPlain naming the first value a
-    weights-only load could not rebuild. Containers are copied only where something changed."""
-    kind = type(obj)
-    if kind in _SCALARS or isinstance(obj, _TORCH_ATOMS):
-        return obj
-    if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
-        return obj.item()
-    if kind in (dict, OrderedDict):
-        items = {}
-        changed = False
-        for key, value in obj.items():
-            if type(key) not in _SCALARS:
-                raise NotPlain(f"{where} (the key {key!r}, a {type(key).__name__})")
-            new = make_plain(value, f"{where}[{key!r}]")
-            changed = changed or new is not value
-            items[key] = new
-        if not changed:
-            return obj
-        copy = kind(items)
-        if kind is OrderedDict:
-            copy.__dict__.update(vars(obj))  # a state_dict's _metadata
-        return copy
-    if kind in _SEQUENCES:
-        values = [make_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        if all(new is old for new, old in zip(values, obj, strict=True)):
-            return obj
-        return values if kind is list else kind(values)
-    raise NotPlain(f"{where} (a {kind.__module__}.{kind.__qualname__})")
-
-
-def _plain_value(value: Any) -> tuple[bool, Any]:
-    try:
-        return True, make_plain(value)
-    except NotPlain:
-        return False, value
-
-
-def plain_hparams(module: Any, warned: set[str] | None = None) -> dict[str, Any]:
-    """The module's ``hparams`` as plain data; a value that is not (a class, a function, ...) is left out
-    with a warning, since a weights-only load could not rebuild it."""
-    hparams = getattr(module, "hparams", None)
-    if not isinstance(hparams, Mapping):
-        return {}
-    out = {}
-    for key, value in hparams.items():
-        ok, plain = _plain_value(value)
-        if ok:
-            out[str(key)] = plain
-        elif warned is None or key not in warned:
-            if warned is not None:
-                warned.add(key)
-            from ember.core.plugin_manager import EmberWarning
-
-            warnings.warn(f"hyperparameter {key!r} ({type(value).__name__}) is not plain data and is left out of "
-                          "checkpoints; pass it again to load_from_checkpoint(..., "
-                          f"{key}=...) or exclude it with save_hyperparameters(ignore=[{key!r}]).",
-                          EmberWarning, stacklevel=4)
-    return out
-
-
-def _results_state(results: Any) -> dict[str, Any]:
-    """The epoch accumulators of ``self.log`` in training, so epoch metrics survive a mid-epoch resume."""
-    out: dict[str, Any] = {}
-    if results is None:
-        return out
-    for key, e in results.entries.items():
-        if not e.on_epoch or callable(e.reduce_fx) or getattr(e, "metric", None) is not None \
-                or not all(isinstance(v, torch.Tensor) for v in e.values):
-            continue  # a callable reduction or a torchmetrics object restarts with the resumed epoch
-        out[key] = {"on_step": e.on_step, "on_epoch": e.on_epoch, "prog_bar": e.prog_bar, "logger": e.logger,
-                    "reduce_fx": e.reduce_fx, "sync_dist": e.sync_dist, "values": list(e.values),
-                    "weights": list(e.weights), "partial": e.partial, "partial_weight": e.partial_weight}
-    return out
-
-
-def _restore_results(results: Any, state: Mapping[str, Any]) -> None:
-    from ember.core.results import MetricEntry
-
-    for key, s in state.items():
-        entry = MetricEntry(key, s["on_step"], s["on_epoch"], s["prog_bar"], s["logger"], s["reduce_fx"],
-                            s["sync_dist"])
-        entry.values, entry.weights = list(s["values"]), list(s["weights"])
-        entry.partial, entry.partial_weight = s["partial"], s["partial_weight"]
-        results.entries[key] = entry
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Reading
-# ---------------------------------------------------------------------------------------------------------
-
-
-def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> dict[str, Any]:
-    """``checkpoint`` if it is an ember checkpoint this ember can read, else a CheckpointError naming
-    ``path`` and what is wrong."""
-    if not isinstance(checkpoint, dict):
-        raise CheckpointError(f"{path} is not an ember checkpoint: it holds a {type(checkpoint).__name__}, not a "
-                              "dict. Load plain tensors with torch.load(path, weights_only=True).")
-    version = checkpoint.get("format_version")
-    if version is None:
-        if "pytorch-lightning_version" in checkpoint or "lightning_version" in checkpoint:
-            if allow_lightning and "state_dict" in checkpoint:
-                return checkpoint
-            raise CheckpointError(f"{path} is a PyTorch Lightning checkpoint, which cannot resume an ember run. Load "
-                                  "its weights with YourModule.load_from_checkpoint(path) and start a new fit.")
-        if checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
-            n = len(checkpoint)
-            raise CheckpointError(f"{path} is not an ember checkpoint but a bare state_dict of {n} "
-                                  f"tensor{'s' if n != 1 else ''}; load it with "
-                                  "model.load_state_dict(torch.load(path, weights_only=True)).")
-        keys = ", ".join(sorted(map(str, checkpoint))[:8]) or "none"
-        raise CheckpointError(f"{path} is not an ember checkpoint: it has no 'format_version' entry (its keys: "
-                              f"{keys}).")
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise CheckpointError(f"{path} has an invalid format_version {version!r}: the file is damaged.")
-    if version > FORMAT_VERSION:
-        from ember import __version__
-
-        written = checkpoint.get("ember_version", "a newer ember")
-        raise CheckpointError(f"{path} was written in checkpoint format {version} (by ember {written}); this ember "
-                              f"({__version__}) reads formats up to {FORMAT_VERSION}. Upgrade ember to load it.")
-    if version < 2:
-        _upgrade_from_1(checkpoint)
-    return checkpoint
-
-
-def _upgrade_from_1(checkpoint: dict[str, Any]) -> None:
-    """Format 1 -> 2: the callback states format 1 also kept in a ``callbacks`` entry (EarlyStopping under
-    ``identity[monitor]``, its key now, and Timer under its identity) move to ``plugins``; a state already
-    under ``plugins`` wins."""
-    legacy = checkpoint.pop("callbacks", None)
-    if not isinstance(legacy, dict):
-        return
-    plugins = checkpoint.setdefault("plugins", {})
-    for key, state in legacy.items():
-        plugins.setdefault(key, state)
-
-
-def storage_manager(checkpoint_io: Any = "torch") -> Any:
-    """A plugin manager holding only a checkpoint-storage plugin, for loading outside a run."""
-    from ember.core import discovery
-    from ember.core.plugin_manager import PluginManager
-
-    pm = PluginManager()
-    if isinstance(checkpoint_io, str):
-        info = discovery.discover().lookup("checkpoint_io", checkpoint_io)
-        pm.register(info.load(), name=info.identity, origin=info.dist)
-    else:
-        pm.register(checkpoint_io, name=getattr(checkpoint_io, "identity", "checkpoint_io.custom"))
-    return pm
-
-
-def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
-    """Read ``path`` through the storage role of ``pm``."""
-    from ember.core.dispatch import HookTable
-
-    checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
-    if checkpoint is None:
-        raise CheckpointError(f"cannot read {path}: no checkpoint-storage plugin answered load_checkpoint; "
-                              "select one with Trainer(checkpoint_io='torch').")
-    return checkpoint
-
-
-def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool = True,
-                weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
-    """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
-    load the weights, call the module's ``on_load_checkpoint``."""
-    path = os.fspath(path)
-    checkpoint = check_format(read(storage_manager(checkpoint_io), None, path, weights_only), path,
-                              allow_lightning=True)
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
-    kwargs = {**hparams, **overrides}
-    try:
-        module = cls(**kwargs)
-    except TypeError as exc:
-        raise CheckpointError(f"could not build {cls.__name__}(**{sorted(kwargs)}) from {path}: {exc}. The "
-                              "checkpoint's hyperparameters come from save_hyperparameters(); pass missing or "
-                              "renamed arguments to load_from_checkpoint as keywords.") from exc
-    state = checkpoint.get("state_dict")
-    if not isinstance(state, Mapping):
-        raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
-    on_load = getattr(module, "on_load_checkpoint", None)
-    module.load_state_dict(state, strict=strict)
-    if callable(on_load):
-        on_load(checkpoint)
-    if isinstance(map_location, (str, torch.device)):
-        module.to(map_location)
-    return module
-
 
 # ---------------------------------------------------------------------------------------------------------
 # The trainer's side
@@ -300,16 +100,12 @@ class Checkpointing:
             "plugins": {},
         }
         if not weights_only:
-            progress = t.loop.progress.snapshot(batch_idx)
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]
-            checkpoint["loops"] = {"fit": attrs.asdict(progress)}
+            checkpoint.update(t.loop.state_dict(batch_idx))  # loops["fit"], results["train"], callback_metrics
             data = self.train_data
             checkpoint["rng"] = rng.capture(data.generators if data is not None else ())
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
-            checkpoint["results"] = {"train": _results_state(t.loop.train_results)}
-            checkpoint["callback_metrics"] = {k: v.detach() for k, v in t.callback_metrics.items()
-                                              if isinstance(v, torch.Tensor)}
             if self._mid_window(batch_idx):
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
             for key, plugin in self._stateful_plugins():
@@ -486,11 +282,11 @@ class Checkpointing:
             return None
         t = self.trainer
         path = t.ckpt_path
-        loops = checkpoint.get("loops")
-        if not isinstance(loops, Mapping) or not isinstance(loops.get("fit"), Mapping):
-            raise CheckpointError(f"{path} has no loop progress (loops['fit']): it cannot resume a fit.")
-        progress = FitProgress.from_dict(loops["fit"])
-        _load_list("optimizer", t.optimizers, checkpoint.get("optimizer_states", []), path)
+        states = checkpoint.get("optimizer_states", [])
+        if len(states) == len(t.optimizers):  # else _load_list names the counts
+            for i, (optimizer, state) in enumerate(zip(t.optimizers, states, strict=True)):
+                check_optimizer_state(i, optimizer, state, path)
+        _load_list("optimizer", t.optimizers, states, path)
         _load_list("learning-rate scheduler", [c.scheduler for c in t.lr_scheduler_configs],
                    checkpoint.get("lr_schedulers", []), path)
         grads = checkpoint.get("grads")
@@ -501,9 +297,7 @@ class Checkpointing:
                                       f"{len(params)}.")
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
-        t.loop.progress.restore(progress)
-        _restore_results(t.loop.train_results, checkpoint.get("results", {}).get("train", {}))
-        t.callback_metrics.update(checkpoint.get("callback_metrics", {}))
+        progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():
             if key in states:

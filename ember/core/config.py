@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 import os
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -124,15 +126,9 @@ def _clip_algorithm(instance: Any, attribute: attrs.Attribute, value: Any) -> No
 def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise _fail("gradient_clip_val", value, "expected a number >= 0 or None")
-
-
-def _hang_timeout(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if value is None or isinstance(value, datetime.timedelta) and value.total_seconds() >= 0:
-        return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
-        raise _fail("hang_timeout", value, "expected seconds >= 0 (0 or None: no hang watchdog) or a timedelta")
+        # NaN or infinity would clip every gradient to NaN (or not at all) without a word
+        raise _fail("gradient_clip_val", value, "expected a finite number >= 0 (0 or None: no clipping)")
 
 
 def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -195,10 +191,6 @@ def parse_duration(value: Any, name: str = "max_time") -> datetime.timedelta | N
     raise _fail(name, value, allowed)
 
 
-def _max_time(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    parse_duration(value)
-
-
 def _logger(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     items = value if isinstance(value, (list, tuple)) else [value]
     for item in items:
@@ -215,11 +207,6 @@ def _profiler(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, (bool, int, float, type)):
         raise _fail("profiler", value, "expected None (no profiler), a profiler name such as 'simple' or 'torch' "
                     "(or an identity such as 'profiler.simple'), or a profiler object (an instance)")
-
-
-def _flag(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
-    if not isinstance(value, bool):
-        raise _fail(attribute.name, value, "expected True or False")
 
 
 @attrs.frozen(kw_only=True)
@@ -261,19 +248,21 @@ class TrainerConfig:
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
     logger: Any = attrs.field(default=True, validator=_logger)
-    enable_progress_bar: bool = attrs.field(default=True, validator=_flag)
-    enable_model_summary: bool = attrs.field(default=True, validator=_flag)
-    enable_checkpointing: bool = attrs.field(default=True, validator=_flag)
-    max_time: Any = attrs.field(default=None, validator=_max_time)
-    #: Seconds without progress after which a multi-process job stops, naming the stuck process
-    #: (``callback.hang-watchdog``); None or 0: off.
-    hang_timeout: Any = attrs.field(default=600.0, validator=_hang_timeout)
     profiler: Any = attrs.field(default=None, validator=_profiler)
     #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
     #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
     strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)
     #: Hook tracing (see ember.core.tracing); None: the EMBER_TRACE environment variable decides (default: off).
     trace: Any = attrs.field(default=None, validator=_trace)
+    #: The arguments plugins declare (see :mod:`ember.core.options`), checked by their declarations: every one
+    #: is here, given or default, and reads as an attribute (``config.max_time``).
+    plugin_options: Mapping[str, Any] = attrs.field(factory=dict, converter=lambda v: MappingProxyType(dict(v)))
+
+    def __getattr__(self, name: str) -> Any:  # only reached for names that are not fields: plugins' arguments
+        try:
+            return object.__getattribute__(self, "plugin_options")[name]
+        except KeyError:
+            raise AttributeError(f"TrainerConfig has no argument {name!r}") from None
 
     def __attrs_post_init__(self) -> None:
         if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):
@@ -291,15 +280,77 @@ class TrainerConfig:
         return int(self.fast_dev_run) if self.fast_dev_run else 0
 
 
-FIELDS = tuple(f.name for f in attrs.fields(TrainerConfig))
+#: Core's own Trainer arguments (plugins declare theirs: :mod:`ember.core.options`).
+FIELDS = tuple(f.name for f in attrs.fields(TrainerConfig) if f.name != "plugin_options")
 
 
 def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
-    """Build the config, turning an unknown keyword into an error with the closest valid one."""
+    """Build the config, turning an unknown keyword into an error with the closest valid one. Core's arguments
+    are checked by :class:`TrainerConfig`, the plugins' by their declarations."""
+    from ember.core import options
+
+    declared = {o.name: o for o in options.declarations().of_plugins()}
+    names = FIELDS + tuple(declared)
     for key in kwargs:
-        if key not in FIELDS:
+        if key not in names:
             raise ConfigurationError(
-                f"Trainer() got an unknown argument {key!r}.{suggest(key, FIELDS)} "
-                f"Valid arguments: {', '.join(FIELDS)}."
+                f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
+                f"Valid arguments: {', '.join(names)}."
             )
-    return TrainerConfig(**kwargs)
+    plugin_values = {name: kwargs.pop(name) if name in kwargs else o.default for name, o in declared.items()}
+    for name, option in declared.items():
+        if option.validate is not None and plugin_values[name] is not option.default:
+            option.validate(plugin_values[name])
+    return TrainerConfig(**kwargs, plugin_options=plugin_values)
+
+
+def core_options() -> list[Any]:
+    """Core's own Trainer arguments as :class:`ember.core.options.Option` records (name, type, default, help)."""
+    from ember.core.options import Option
+
+    return [Option(f.name, _type_name(f.type), f.default, CORE_HELP.get(f.name, ""))
+            for f in attrs.fields(TrainerConfig) if f.name != "plugin_options"]
+
+
+def _type_name(annotation: Any) -> str:
+    return annotation if isinstance(annotation, str) else getattr(annotation, "__name__", repr(annotation))
+
+
+#: What each of core's arguments does, in a line (``ember fit --help``, ``declared_options``).
+CORE_HELP = {
+    "accelerator": "where to compute: auto, cpu, cuda, mps, or another installed accelerator plugin",
+    "strategy": "how to spread work over processes: auto, single_device, ddp, ...",
+    "devices": "how many devices (or which): auto, 1, [0, 1], '0,1'",
+    "num_nodes": "number of machines",
+    "precision": "32-true, 16-mixed, bf16-mixed, 16-true, bf16-true, 64-true",
+    "environment": "the cluster environment: auto, torchrun, slurm, local",
+    "checkpoint_io": "the checkpoint storage plugin: torch",
+    "callbacks": "callbacks by name (lr-monitor) or {class_path: ..., init_args: {...}}",
+    "plugins": "more plugins by identity (precision.bf16-mixed) or {class_path: ..., init_args: {...}}",
+    "max_epochs": "stop after this many epochs (default 1000 unless max_steps is set; -1: no limit)",
+    "min_epochs": "train at least this many epochs even if a callback asks to stop",
+    "max_steps": "stop after this many optimizer steps (-1: no limit)",
+    "min_steps": "train at least this many optimizer steps",
+    "limit_train_batches": "batches per training epoch: an int, or a fraction of the loader",
+    "limit_val_batches": "batches per validation run: an int, or a fraction",
+    "limit_test_batches": "batches per test run: an int, or a fraction",
+    "limit_predict_batches": "batches per predict run: an int, or a fraction",
+    "val_check_interval": "validate every fraction of an epoch (float) or every N training batches (int)",
+    "check_val_every_n_epoch": "validate every N epochs",
+    "num_sanity_val_steps": "validation batches to run before training (-1: all)",
+    "fast_dev_run": "run N batches (true: 1) of every stage, to check the code",
+    "accumulate_grad_batches": "accumulate gradients over N batches per optimizer step",
+    "gradient_clip_val": "clip gradients at this value",
+    "gradient_clip_algorithm": "norm or value",
+    "deterministic": "use deterministic algorithms (true, false, warn)",
+    "benchmark": "cudnn.benchmark",
+    "inference_mode": "evaluate under torch.inference_mode (false: torch.no_grad)",
+    "default_root_dir": "where logs and checkpoints go (default: the current directory)",
+    "log_every_n_steps": "write step metrics to the loggers every N optimizer steps",
+    "block_plugins": "plugin identities never to register",
+    "autoload_plugins": "register the always-on plugins of installed packages",
+    "logger": "true (the default logger), false, a name (csv, tensorboard), or a list of them",
+    "profiler": "a profiler name (simple, torch) or object",
+    "strict_plugins": "an always-on plugin that cannot be loaded is an error (true) or a warning",
+    "trace": "write every hook call as a JSON line: true/stderr, stdout, or a file path",
+}

@@ -77,7 +77,9 @@ class Defaults:
         return move_to_device(batch, device, non_blocking=device.type != "cpu")
 
     @hookimpl(trylast=True)
-    def step(self, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+    def step(self, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+        if stage == "train" and model is not module and model is not None:
+            return model(batch, batch_idx)  # a strategy's wrapped model runs training_step in its forward
         return call_step(module, stage, batch, batch_idx, dataloader_idx)
 
     @hookimpl(trylast=True)

@@ -1,67 +1,47 @@
-"""The loops: fit (epochs of training batches with validation), evaluation (validate/test) and predict.
+"""The loops: what runs for ``fit``, ``validate``, ``test`` and ``predict``, event by event.
 
-The order of events is the contract of design.md section 5 (Lightning 2.x as it runs); the module
-docstring of :mod:`ember.hookspecs.events` shows it as pseudocode. The hot path (one training batch) reads
-hooks from the per-run :class:`~ember.core.plugin_manager.HookTable`, where a hook nobody implements is None
-and is skipped for the price of an attribute test.
+The order of events is the contract of design.md section 5 (Lightning 2.x as it runs); docs/architecture.md
+walks one batch through it. A fit::
+
+    configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device
+    -> prepare_data -> setup(fit) -> configure_model -> convert_module -> [restore weights]
+    -> configure_optimizers -> setup_module -> [restore the rest] -> log_hyperparams
+    -> on_fit_start -> [sanity check: on_sanity_check_start -> validation -> on_sanity_check_end]
+    -> on_train_start -> epochs (:mod:`ember.core.training`), each with its validation
+       (:mod:`ember.core.evaluation`) -> on_train_end -> on_fit_end -> teardown(fit)
+
+``validate``/``test``/``predict`` run the same set-up, then one evaluation epoch. The hot path (one training
+batch) reads hooks from the per-run :class:`~ember.core.plugin_manager.HookTable`, where a hook nobody
+implements is None and is skipped for the price of an attribute test.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import os
 import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core import seed
+from ember.core.data import LOADER_METHODS, num_batches, stage_loaders
+from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.evaluation import EvaluationLoop
 from ember.core.metrics import MetricLog
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results
 from ember.core.seed import preserved_rng
 from ember.core.state import FitProgress, LogContext, Progress
+from ember.core.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
 
-_LOADER_METHODS = {"train": "train_dataloader", "validate": "val_dataloader", "test": "test_dataloader",
-                   "predict": "predict_dataloader"}
-_HOOK_STAGE = {"validate": "validation", "test": "test", "predict": "predict"}
-_LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "test": "limit_test_batches",
-              "predict": "limit_predict_batches"}
-# (default on_step, default on_epoch, called from an epoch-level hook) for self.log
-_STEP_CTX = (True, False, False)
-_EPOCH_HOOK_CTX = (False, True, True)
-_EVAL_STEP_CTX = (False, True, False)
-
-
-class ManualOptimizer:
-    """What ``self.optimizers()`` returns under manual optimization: ``step()`` runs the precision's and
-    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``."""
-
-    def __init__(self, loops: Loops, optimizer: torch.optim.Optimizer) -> None:
-        self._loops = loops
-        self.optimizer = optimizer
-
-    def step(self, closure: Any = None) -> Any:
-        result = closure() if closure is not None else None
-        self._loops.optimizer_step(self.optimizer, clip=False)
-        return result
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
-
-    def __repr__(self) -> str:
-        return f"ManualOptimizer({self.optimizer!r})"
-
 
 class Loops:
-    """Runs one ``fit``/``validate``/``test``/``predict`` for its trainer."""
+    """Runs one ``fit``/``validate``/``test``/``predict`` for its trainer, and owns the run state."""
 
     def __init__(self, trainer: Trainer) -> None:
         self.t = trainer
@@ -71,16 +51,54 @@ class Loops:
         self.progress = Progress()
         self.log_context = LogContext()
         self.metrics = MetricLog(trainer, self.log_context, self.progress)
-        #: What ``self.optimizers()`` returns under manual optimization.
-        self.manual_optimizers: list[ManualOptimizer] = []
         self.train_results = Results("train")
         self.val_results = Results("validate")
         self.test_results = Results("test")
+        self.training = TrainingLoop(self)
+        self.evaluation = EvaluationLoop(self)
+        #: What ``self.optimizers()`` returns under manual optimization.
+        self.manual_optimizers: list[ManualOptimizer] = []
 
-    # -- set-up shared by every run ----------------------------------------------------------------------
+    # -- checkpoints -----------------------------------------------------------------------------------------
+    def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
+        """The loop's part of a full checkpoint, as one unit: the progress counters (``loops["fit"]``, written
+        after batch ``batch_idx`` of the epoch, or before its first batch), the epoch accumulators of
+        ``self.log`` (``results["train"]``) and ``callback_metrics``."""
+        return {"loops": {"fit": attrs.asdict(self.progress.snapshot(batch_idx))},
+                "results": {"train": self.train_results.state_dict()},
+                "callback_metrics": {k: v.detach() for k, v in self.metrics.callback_metrics.items()
+                                     if isinstance(v, torch.Tensor)}}
+
+    def load_state_dict(self, checkpoint: Mapping[str, Any], path: str | None) -> FitProgress:
+        """Continue from what :meth:`state_dict` wrote into ``checkpoint`` (read from ``path``)."""
+        loops = checkpoint.get("loops")
+        if not isinstance(loops, Mapping) or not isinstance(loops.get("fit"), Mapping):
+            raise CheckpointError(f"{path} has no loop progress (loops['fit']): it cannot resume a fit.")
+        progress = FitProgress.from_dict(loops["fit"])
+        self.progress.restore(progress)
+        self.train_results.load_state_dict(checkpoint.get("results", {}).get("train", {}))
+        self.metrics.callback_metrics.update(checkpoint.get("callback_metrics", {}))
+        return progress
+
+    # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
-        t, cfg = self.t, self.t.config
-        h = t.hook
+        """Set up the processes, the device and the module, then run ``fn``."""
+        self._set_limits()
+        self._setup_processes(fn)
+        self._setup_module(fn)
+        t = self.t
+        t.ckpt_path = None
+        if options.get("ckpt_path"):  # the weights now; a fit restores the rest once its optimizers exist
+            t.checkpointing.restore(options["ckpt_path"], options.get("weights_only", True))
+        if fn == "fit":
+            with t.checkpointing.fitting():
+                return self.fit(loaders)
+        if fn == "predict":
+            return self.predict(loaders["predict"], options.get("return_predictions", True))
+        return self.evaluate(fn, loaders[fn], options.get("verbose", True))
+
+    def _set_limits(self) -> None:
+        cfg = self.t.config
         fdr = cfg.fast_dev_batches
         self.max_steps = fdr if fdr else cfg.max_steps
         if fdr:
@@ -89,6 +107,12 @@ class Loops:
             self.max_epochs = 1000 if cfg.max_steps == -1 else -1
         else:
             self.max_epochs = cfg.max_epochs
+
+    def _setup_processes(self, fn: str) -> None:
+        """configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device ->
+        prepare_data (local rank 0) -> barrier."""
+        t, cfg = self.t, self.t.config
+        h = t.hook
         if h.configure is not None:
             h.configure(trainer=t)
         info = h.distributed_info(trainer=t)
@@ -102,8 +126,7 @@ class Loops:
         if h.setup_environment is not None:
             h.setup_environment(trainer=t)
         if cfg.deterministic:
-            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-            torch.use_deterministic_algorithms(True, warn_only=cfg.deterministic == "warn")
+            seed.use_deterministic(t, cfg.deterministic)  # put back when the run ends
         if cfg.benchmark is not None:
             torch.backends.cudnn.benchmark = cfg.benchmark
         t.root_device = h.root_device(trainer=t)
@@ -113,7 +136,11 @@ class Loops:
             h.prepare_data(trainer=t)
         if t.world_size > 1:
             h.barrier(trainer=t, name="prepare_data")
-        module = t.module
+
+    def _setup_module(self, fn: str) -> None:
+        """setup(fn) -> configure_model (in the strategy's sharded context) -> to the device -> convert_module."""
+        t = self.t
+        h, module = t.hook, t.module
         if h.setup is not None:
             h.setup(trainer=t, module=module, stage=fn)
         t.state.setup_done = True
@@ -125,65 +152,9 @@ class Loops:
         if converted is not None and converted is not module:
             t.module = module = converted
         t.model = module
-        t.ckpt_path = None
-        if options.get("ckpt_path"):
-            self.restore(options["ckpt_path"], options.get("weights_only", True))
-        if fn == "fit":
-            return self.fit(loaders)
-        if fn == "predict":
-            return self.predict(loaders["predict"], options.get("return_predictions", True))
-        return self.evaluate_entry(fn, loaders[fn], options.get("verbose", True))
-
-    def restore(self, ckpt_path: str, weights_only: bool = True) -> None:
-        """Load the module's weights from the checkpoint; a fit restores the rest once its optimizers exist."""
-        self.t.checkpointing.restore(ckpt_path, weights_only)
-
-    # -- data ----------------------------------------------------------------------------------------------
-    def loaders(self, stage: str, given: Any) -> list[Any]:
-        t = self.t
-        if given is None:
-            for source in (t.datamodule, t.module):
-                method = getattr(source, _LOADER_METHODS[stage], None) if source is not None else None
-                if callable(method):
-                    given = method()
-                    break
-        if given is None:
-            return []
-        if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given):
-            items = list(given)
-        else:
-            items = [given]
-        out = []
-        for loader in items:
-            processed = t.hook.process_dataloader(trainer=t, dataloader=loader, stage=stage)
-            out.append(loader if processed is None else processed)
-        return out
-
-    def num_batches(self, stage: str, loader: Any) -> float:
-        try:
-            n: float = len(loader)
-        except TypeError:
-            n = math.inf
-        cfg = self.t.config
-        if cfg.fast_dev_batches:
-            return min(n, cfg.fast_dev_batches)
-        limit = getattr(cfg, _LIMIT_ARG[stage])
-        if limit is None:
-            return n
-        if isinstance(limit, int):
-            return min(n, limit)
-        if limit == 1.0:
-            return n
-        if n == math.inf:
-            raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data "
-                                     "has no length; pass an int number of batches instead.")
-        batches = int(n * limit)
-        if batches == 0 and limit > 0:
-            raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) gives 0 of the {int(n)} {stage} "
-                                     "batches; use a larger fraction or an int.")
-        return batches
 
     def transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """on_before_batch_transfer -> batch_to_device -> on_after_batch_transfer -> convert_input."""
         t = self.t
         h = t.hook
         if h.on_before_batch_transfer is not None:
@@ -201,27 +172,10 @@ class Loops:
 
     # -- fit -----------------------------------------------------------------------------------------------
     def fit(self, loaders: dict[str, Any]) -> None:
-        with self.t.checkpointing.fitting():
-            self._fit(loaders)
-
-    def _fit(self, loaders: dict[str, Any]) -> None:
+        """The fit's events, in order."""
         t = self.t
-        h, module = t.hook, t.module
-        ckpt = t.checkpointing
-        train = self.loaders("train", loaders["train"])
-        if not train:
-            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
-                                     "train_dataloader() on the module, or pass a datamodule.")
-        if len(train) > 1:
-            raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
-                                     "iterable that yields a batch per step.")
-        self.train_loader = ckpt.train_loader(train[0])
-        t.num_training_batches = self.num_batches("train", self.train_loader)
-        self.val_loaders = self.loaders("validate", loaders["validate"])
-        t.num_val_batches = [self.num_batches("validate", dl) for dl in self.val_loaders]
-        self._check_val_interval()
-        self.setup_optimizers()
-        resume = ckpt.restore_training()
+        h, module, ckpt = t.hook, t.module, t.checkpointing
+        resume = self._prepare_fit(loaders)
         if h.log_hyperparams is not None and t.is_global_zero:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
@@ -232,21 +186,66 @@ class Loops:
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
         if resume is not None and resume.phase == "batch":
-            self.train_epoch(resume)
+            self.training.run_epoch(resume)
         elif resume is not None:
             ckpt.restore_rng()
         while True:
             if ckpt.safe_point_due:  # between epochs: write requested checkpoints, stop on a signal
                 ckpt.safe_point()
-            if self.fit_done():
+            if self.training.done():
                 break
-            self.train_epoch()
+            self.training.run_epoch()
         ckpt.end_training()
         t.state.stage = "train"
         if h.on_train_end is not None:
             h.on_train_end(trainer=t, module=module)
         if h.on_fit_end is not None:
             h.on_fit_end(trainer=t, module=module)
+
+    def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
+        """The fit's data, optimizers and, when resuming, the restored state; returns where it resumes."""
+        t = self.t
+        train = stage_loaders(t, "train", loaders["train"])
+        if not train:
+            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
+                                     "train_dataloader() on the module, or pass a datamodule.")
+        if len(train) > 1:
+            raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
+                                     "iterable that yields a batch per step.")
+        training = self.training
+        training.train_loader = t.checkpointing.train_loader(train[0])
+        t.num_training_batches = num_batches(t.config, "train", training.train_loader)
+        if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
+            raise ConfigurationError(
+                "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
+                "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
+                "purpose.")
+        training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
+        t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
+        self._check_val_interval()
+        self.setup_optimizers()
+        return t.checkpointing.restore_training()
+
+    def sanity_check(self) -> None:
+        """on_sanity_check_start -> a few validation batches -> on_sanity_check_end, leaving the random state
+        as it found it: training then draws the same numbers as a run without it (and as the plain loop)."""
+        t, cfg = self.t, self.t.config
+        steps = 0 if cfg.fast_dev_run else cfg.num_sanity_val_steps
+        val_loaders = self.training.val_loaders
+        if not val_loaders or steps == 0 or not any(t.num_val_batches):
+            return
+        t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
+        h = t.hook
+        t.state.sanity_checking = True
+        try:
+            with preserved_rng(t.root_device):
+                if h.on_sanity_check_start is not None:
+                    h.on_sanity_check_start(trainer=t, module=t.module)
+                self.evaluation.run("validate", val_loaders, t.num_sanity_val_batches)
+                if h.on_sanity_check_end is not None:
+                    h.on_sanity_check_end(trainer=t, module=t.module)
+        finally:
+            t.state.sanity_checking = False
 
     def hyperparameters(self) -> dict[str, Any]:
         """The module's ``hparams`` and the DataModule's, for the loggers."""
@@ -284,7 +283,7 @@ class Loops:
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
         t.model = module if model is None else model
-        self.manual_optimizers = [ManualOptimizer(self, o) for o in optimizers]
+        self.manual_optimizers = [ManualOptimizer(self.training, o) for o in optimizers]
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
@@ -298,430 +297,37 @@ class Loops:
                 "batches of an epoch; lower it, or pass check_val_every_n_epoch=None to count batches across "
                 "epochs.")
 
-    def fit_done(self) -> bool:
-        t = self.t
-        if t.num_training_batches == 0:
-            return True
-        if self.max_steps != -1 and self.progress.global_step >= self.max_steps:
-            return True
-        if self.max_epochs != -1 and self.progress.current_epoch >= self.max_epochs:
-            return True
-        return bool(self.progress.should_stop) and self._can_stop()
-
-    def _can_stop(self) -> bool:
-        cfg = self.t.config
-        return (cfg.min_epochs is None or self.progress.current_epoch >= cfg.min_epochs) and \
-            (cfg.min_steps is None or self.progress.global_step >= cfg.min_steps)
-
-    def sanity_check(self) -> None:
-        t, cfg = self.t, self.t.config
-        steps = 0 if cfg.fast_dev_run else cfg.num_sanity_val_steps
-        if not self.val_loaders or steps == 0 or not any(t.num_val_batches):
-            return
-        t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
-        h = t.hook
-        t.state.sanity_checking = True
-        try:
-            # The sanity check leaves the random state as it found it: training then draws the same numbers
-            # (shuffling, dropout) as a run without it, and as the plain loop a user would write.
-            with preserved_rng(t.root_device):
-                if h.on_sanity_check_start is not None:
-                    h.on_sanity_check_start(trainer=t, module=t.module)
-                self.evaluate("validate", self.val_loaders, t.num_sanity_val_batches)
-                if h.on_sanity_check_end is not None:
-                    h.on_sanity_check_end(trainer=t, module=t.module)
-        finally:
-            t.state.sanity_checking = False
-
-    def train_epoch(self, resume: FitProgress | None = None) -> None:
-        """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
-        t, cfg = self.t, self.t.config
-        h, module = t.hook, t.module
-        ckpt = t.checkpointing
-        t.state.stage = "train"
-        results = self.train_results
-        if resume is None:
-            results.reset()
-        self.log_context.enter(results, 1, _EPOCH_HOOK_CTX)
-        loader = self.train_loader
-        sampler = getattr(loader, "sampler", None)
-        for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-            set_epoch = getattr(s, "set_epoch", None)
-            if callable(set_epoch):
-                set_epoch(self.progress.current_epoch)
-        self.log_context.defaults = _EPOCH_HOOK_CTX
-        if h.on_train_epoch_start is not None:
-            h.on_train_epoch_start(trainer=t, module=module)
-        n = t.num_training_batches
-        automatic = getattr(module, "automatic_optimization", True)
-        step_fn = self.automatic_batch if automatic else self.manual_batch
-        log_metrics = h.log_metrics
-        every = cfg.log_every_n_steps
-        validated_at_end = False
-        epoch_scheds_stepped = False
-        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
-        # its own generator draws its next permutation only then, and skipping that draw would shuffle every
-        # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
-        read_to_end = n != math.inf and n == _length(loader)
-        start = 0
-        if resume is not None:
-            ckpt.restore_rng()
-            start = resume.batch_idx + 1
-            loader = ckpt.resumed_batches(start)
-        batches = enumerate(loader, start) if n != math.inf else _with_last(loader, start)
-        for batch_idx, batch in batches:
-            if n == math.inf:
-                batch, is_last = batch
-            else:
-                is_last = batch_idx + 1 >= n
-            self.progress.batch_idx = batch_idx
-            self.log_context.defaults = _STEP_CTX
-            batch = self.transfer(batch, 0)
-            if h.on_train_batch_start is not None:
-                answers = h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx)
-                if -1 in answers:
-                    break
-            step_before = self.progress.global_step
-            outputs = step_fn(batch, batch_idx, is_last)
-            if automatic and t.lr_scheduler_configs:
-                if self.progress.global_step != step_before:
-                    self.step_schedulers("step")
-                if is_last:
-                    self.step_schedulers("epoch")
-                    epoch_scheds_stepped = True
-            if h.on_train_batch_end is not None:
-                h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
-                                     batch_idx=batch_idx)
-            self.progress.batches_seen += 1
-            if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
-                next(batches, None)
-            if log_metrics is not None and self.progress.global_step != step_before and self.progress.global_step % every == 0:
-                self.metrics.write_step(results)
-            if self.should_validate(batch_idx, is_last):
-                self.run_validation()
-                validated_at_end = is_last
-            if is_last or (self.max_steps != -1 and self.progress.global_step >= self.max_steps):
-                break
-            if self.progress.should_stop and self._can_stop():
-                break
-            if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
-                ckpt.safe_point(batch_idx)
-        self.log_context.batch = None
-        if automatic and t.lr_scheduler_configs and not epoch_scheds_stepped:
-            self.step_schedulers("epoch")
-        if not validated_at_end and self._epoch_end_validation_due():
-            self.run_validation()
-        t.state.stage = "train"
-        self.log_context.results = results
-        self.metrics.publish_epoch(results)
-        self.log_context.defaults = _EPOCH_HOOK_CTX
-        if h.on_train_epoch_end is not None:
-            h.on_train_epoch_end(trainer=t, module=module)
-        if automatic and t.lr_scheduler_configs:
-            self.step_plateau("epoch")
-        if log_metrics is not None:
-            self.metrics.write_epoch(results)
-        self.progress.current_epoch += 1
-
-    def automatic_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
-        t = self.t
-        h, module = t.hook, t.module
-        k = t.config.accumulate_grad_batches
-        out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
-                     dataloader_idx=0, stage="train")
-        if out is None:
-            return None
-        if isinstance(out, torch.Tensor):
-            loss = out
-        elif isinstance(out, dict) and "loss" in out:
-            loss = out["loss"]
-        else:
-            raise ConfigurationError(f"training_step returned {type(out).__name__}; return the loss tensor, a dict "
-                                     "with a 'loss' key, or None to skip the batch.")
-        if not t.optimizers:
-            return out
-        opt = t.optimizers[0]
-        if batch_idx % k == 0:
-            if h.on_before_zero_grad is not None:
-                h.on_before_zero_grad(trainer=t, module=module, optimizer=opt)
-            h.zero_grad(trainer=t, module=module, optimizer=opt)
-        self.backward(loss / k if k > 1 else loss, opt)
-        if is_last or (batch_idx + 1) % k == 0:
-            self.optimizer_step(opt, clip=True)
-        return out
-
-    def manual_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
-        t = self.t
-        return t.hook.step(trainer=t, model=t.model, module=t.module, batch=batch, batch_idx=batch_idx,
-                           dataloader_idx=0, stage="train")
-
-    def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
-        t = self.t
-        return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
-                                     algorithm=algorithm)
-
-    def backward(self, loss: torch.Tensor, optimizer: Any) -> None:
-        t = self.t
-        h = t.hook
-        if h.on_before_backward is not None:
-            h.on_before_backward(trainer=t, module=t.module, loss=loss)
-        h.backward(trainer=t, loss=loss, optimizer=optimizer)
-        if h.on_after_backward is not None:
-            h.on_after_backward(trainer=t, module=t.module)
-
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool) -> None:
-        t = self.t
-        h, module = t.hook, t.module
-        if h.unscale_gradients is not None:
-            h.unscale_gradients(trainer=t, optimizer=optimizer)
-        if h.on_before_optimizer_step is not None:
-            h.on_before_optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        clip_val = t.config.gradient_clip_val
-        if clip and clip_val:
-            h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
-                             algorithm=t.config.gradient_clip_algorithm or "norm")
-        h.optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        self.progress.global_step += 1
-
-    def step_schedulers(self, interval: str) -> None:
-        t = self.t
-        counter = self.progress.global_step if interval == "step" else self.progress.current_epoch + 1
-        for config in t.lr_scheduler_configs:
-            if config.interval != interval or counter % config.frequency:
-                continue
-            if config.reduce_on_plateau:
-                if interval == "step":
-                    self._plateau(config)
-                continue
-            config.scheduler.step()
-
-    def step_plateau(self, interval: str) -> None:
-        t = self.t
-        for config in t.lr_scheduler_configs:
-            if config.reduce_on_plateau and config.interval == interval and (self.progress.current_epoch + 1) % config.frequency == 0:
-                self._plateau(config)
-
-    def _plateau(self, config: Any) -> None:
-        value = self.t.callback_metrics.get(config.monitor)
-        if value is None:
-            if config.strict:
-                raise ConfigurationError(
-                    f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged. "
-                    f"Logged metrics: {sorted(self.t.callback_metrics) or '(none)'}. Log it with self.log, or set "
-                    "'strict': False in the lr_scheduler dict to skip the step instead.")
-            return
-        config.scheduler.step(float(value))
-
-    def should_validate(self, batch_idx: int, is_last: bool) -> bool:
-        t, cfg = self.t, self.t.config
-        if not self.val_loaders or not any(t.num_val_batches):
-            return False
-        every_epoch = cfg.check_val_every_n_epoch
-        vci = None if cfg.fast_dev_run else cfg.val_check_interval
-        if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
-            assert isinstance(vci, int)
-            return self.progress.batches_seen % vci == 0
-        if (self.progress.current_epoch + 1) % every_epoch:
-            return False
-        if vci is None or (isinstance(vci, float) and vci == 1.0):
-            return is_last
-        every = vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))
-        return (batch_idx + 1) % every == 0
-
-    def _epoch_end_validation_due(self) -> bool:
-        """Validation at the end of an epoch that ended early (``-1``, ``max_steps``, ``should_stop``)."""
-        t, cfg = self.t, self.t.config
-        if not self.val_loaders or not any(t.num_val_batches) or cfg.check_val_every_n_epoch is None:
-            return False
-        vci = None if cfg.fast_dev_run else cfg.val_check_interval
-        ended_early = self.max_steps != -1 and self.progress.global_step >= self.max_steps
-        return ended_early and vci in (None, 1.0) and (self.progress.current_epoch + 1) % cfg.check_val_every_n_epoch == 0
-
-    def run_validation(self) -> None:
-        t = self.t
-        saved = self.log_context.saved()
-        self.evaluate("validate", self.val_loaders, t.num_val_batches)
-        if t.hook.log_metrics is not None:
-            self.metrics.write_epoch(self.val_results)
-        self.log_context.restore(saved)
-        t.state.stage = "train"
-
-    # -- validate / test -----------------------------------------------------------------------------------
-    def evaluate_entry(self, stage: str, given: Any, verbose: bool) -> list[dict[str, float]]:
-        t = self.t
-        loaders = self.loaders(stage, given)
+    # -- validate / test / predict -------------------------------------------------------------------------
+    def _eval_data(self, stage: str, given: Any) -> tuple[list[Any], list[float]]:
+        loaders = stage_loaders(self.t, stage, given)
         if not loaders:
             raise ConfigurationError(f"trainer.{stage}() found no data: pass dataloaders=..., define "
-                                     f"{_LOADER_METHODS[stage]}() on the module, or pass a datamodule.")
-        nums = [self.num_batches(stage, dl) for dl in loaders]
+                                     f"{LOADER_METHODS[stage]}() on the module, or pass a datamodule.")
+        return loaders, [num_batches(self.t.config, stage, dl) for dl in loaders]
+
+    def evaluate(self, stage: str, given: Any, verbose: bool) -> list[dict[str, float]]:
+        """``trainer.validate``/``trainer.test``: one evaluation epoch; returns each loader's epoch metrics."""
+        t = self.t
+        loaders, nums = self._eval_data(stage, given)
         if stage == "validate":
             t.num_val_batches = nums
         else:
             t.num_test_batches = nums
-        metrics = self.evaluate(stage, loaders, nums)
-        results = self.val_results if stage == "validate" else self.test_results
+        metrics = self.evaluation.run(stage, loaders, nums)
         if t.hook.log_metrics is not None:
-            self.metrics.write_epoch(results)
+            self.metrics.write_epoch(self.val_results if stage == "validate" else self.test_results)
         if verbose and t.is_global_zero and any(metrics):
             for i, m in enumerate(metrics):
                 title = f"{stage} metrics" + (f" (dataloader {i})" if len(metrics) > 1 else "")
                 print(title + ": " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(m.items())))
         return metrics
 
-    def evaluate(self, stage: str, loaders: list[Any], nums: list[float]) -> list[dict[str, float]]:
-        t = self.t
-        h, module, fn = t.hook, t.module, t.state.fn
-        name = _HOOK_STAGE[stage]
-        hooks = {k: getattr(h, f"on_{name}_{k}", None) for k in
-                 ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end")}
-        eval_hook = getattr(h, f"on_{name}_model_eval")
-        results = Results(stage)
-        if stage == "validate":
-            self.val_results = results
-        else:
-            self.test_results = results
-        t.state.stage = stage
-        self.log_context.enter(results, len(loaders), _EPOCH_HOOK_CTX)
-        model = t.model
-        was_training = model.training
-        model.eval()
-        kw = {"trainer": t, "module": module}
-        if eval_hook is not None:
-            eval_hook(**kw)
-        with _grad_context(t.config.inference_mode):
-            self.log_context.defaults = _EPOCH_HOOK_CTX
-            if hooks["start"] is not None:
-                hooks["start"](**kw)
-            if hooks["epoch_start"] is not None:
-                hooks["epoch_start"](**kw)
-            for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
-                if n == 0:
-                    continue
-                self.log_context.dataloader_idx = dl_idx
-                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
-                for batch_idx, batch in enumerate(loader):
-                    self.log_context.defaults = _EVAL_STEP_CTX
-                    batch = self.transfer(batch, dl_idx)
-                    if hooks["batch_start"] is not None:
-                        hooks["batch_start"](batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, **kw)
-                    out = h.step(trainer=t, model=model, module=module, batch=batch, batch_idx=batch_idx,
-                                 dataloader_idx=dl_idx, stage=stage)
-                    if hooks["batch_end"] is not None:
-                        hooks["batch_end"](outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
-                                           **kw)
-                    if limited and batch_idx + 1 >= n:
-                        break
-            self.log_context.batch = None
-            self.log_context.defaults = _EPOCH_HOOK_CTX
-            if hooks["epoch_end"] is not None:
-                hooks["epoch_end"](**kw)
-            values = self.metrics.publish_epoch(results)
-            if hooks["end"] is not None:
-                hooks["end"](**kw)
-        if was_training:
-            model.train()
-        if stage == "validate" and fn == "fit" and h.on_validation_model_train is not None:
-            h.on_validation_model_train(**kw)
-        per_loader = []
-        for i in range(len(loaders)):
-            suffix = f"/dataloader_idx_{i}"
-            per_loader.append({k: float(v) for k, v in values.items()
-                               if "/dataloader_idx_" not in k or k.endswith(suffix)})
-        return per_loader
-
-    # -- predict -------------------------------------------------------------------------------------------
     def predict(self, given: Any, return_predictions: bool) -> Any:
-        t = self.t
-        h, module = t.hook, t.module
-        loaders = self.loaders("predict", given)
-        if not loaders:
-            raise ConfigurationError("trainer.predict() found no data: pass dataloaders=..., define "
-                                     "predict_dataloader() on the module, or pass a datamodule.")
-        nums = [self.num_batches("predict", dl) for dl in loaders]
-        t.num_predict_batches = nums
-        t.state.stage = "predict"
-        self.log_context.num_dataloaders = len(loaders)
-        t.model.eval()
-        kw = {"trainer": t, "module": module}
-        if h.on_predict_model_eval is not None:
-            h.on_predict_model_eval(**kw)
+        """``trainer.predict``: the outputs of ``predict_step`` (a list per loader when several)."""
+        loaders, nums = self._eval_data("predict", given)
+        self.t.num_predict_batches = nums
         predictions: list[list[Any]] = [[] for _ in loaders]
-        with _grad_context(t.config.inference_mode):
-            if h.on_predict_start is not None:
-                h.on_predict_start(**kw)
-            if h.on_predict_epoch_start is not None:
-                h.on_predict_epoch_start(**kw)
-            for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
-                if n == 0:
-                    continue
-                self.log_context.dataloader_idx = dl_idx
-                limited = n < _length(loader)  # else the loader ends by itself, as in a for-loop
-                for batch_idx, batch in enumerate(loader):
-                    batch = self.transfer(batch, dl_idx)
-                    if h.on_predict_batch_start is not None:
-                        h.on_predict_batch_start(batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, **kw)
-                    out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
-                                 dataloader_idx=dl_idx, stage="predict")
-                    if return_predictions:
-                        predictions[dl_idx].append(out)
-                    if h.on_predict_batch_end is not None:
-                        h.on_predict_batch_end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx,
-                                               **kw)
-                    if limited and batch_idx + 1 >= n:
-                        break
-            if h.on_predict_epoch_end is not None:
-                h.on_predict_epoch_end(**kw)
-            if h.on_predict_end is not None:
-                h.on_predict_end(**kw)
+        self.evaluation.run("predict", loaders, nums, predictions if return_predictions else None)
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
-
-
-def _is_loader(obj: Any) -> bool:
-    if isinstance(obj, torch.utils.data.DataLoader):
-        return True
-    return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))
-
-
-def _length(loader: Any) -> float:
-    try:
-        return len(loader)
-    except TypeError:
-        return math.inf
-
-
-def _with_last(iterable: Any, start: int = 0) -> Any:
-    """Enumerate with a one-batch look-ahead, so the last batch of an unsized loader is known as such."""
-    it = iter(iterable)
-    try:
-        current = next(it)
-    except StopIteration:
-        return
-    idx = start
-    for nxt in it:
-        yield idx, (current, False)
-        current = nxt
-        idx += 1
-    yield idx, (current, True)
-
-
-def _outputs(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return {"loss": out.detach()}
-    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
-        return {**out, "loss": out["loss"].detach()}
-    return out
-
-
-def _grad_context(inference_mode: bool) -> contextlib.AbstractContextManager:
-    return torch.inference_mode() if inference_mode and not _gloo_process_group() else torch.no_grad()
-
-
-def _gloo_process_group() -> bool:
-    """gloo fills a collective's output tensors outside inference mode, which torch refuses for tensors made in
-    it (torchmetrics' syncs, ``sync_dist``); so under a gloo process group evaluation runs under ``no_grad``, as
-    in Lightning."""
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo"

@@ -39,6 +39,9 @@ class MetricLog:
         ctx = self.context
         results = ctx.results
         if results is None:
+            if self.trainer.state.stage == "predict":
+                raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
+                                   "the value from predict_step instead (trainer.predict returns the outputs).")
             raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
         key = name if ctx.num_dataloaders == 1 else f"{name}/dataloader_idx_{ctx.dataloader_idx}"
         entry = results.entries.get(key)

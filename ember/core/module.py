@@ -37,6 +37,9 @@ class Module(torch.nn.Module):
 
     #: Set to False to step optimizers yourself in ``training_step`` (``manual_backward``, ``optimizers()``).
     automatic_optimization: bool = True
+    #: Properties TorchScript leaves out when it scripts the module (they are about training).
+    __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
+                                            "global_rank", "local_rank", "hparams"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -47,9 +50,9 @@ class Module(torch.nn.Module):
     @property
     def trainer(self) -> Trainer:
         trainer = self.__dict__.get("_trainer")
-        if trainer is None:
+        if trainer is None and not self.__dict__.get("_jit_is_scripting"):  # TorchScript inspects every property
             raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
-        return trainer
+        return trainer  # type: ignore[return-value]  # None only while TorchScript inspects the class
 
     @property
     def device(self) -> torch.device:
@@ -76,11 +79,13 @@ class Module(torch.nn.Module):
 
     @property
     def global_rank(self) -> int:
-        return self.trainer.global_rank
+        trainer = self.__dict__.get("_trainer")
+        return trainer.global_rank if trainer is not None else 0
 
     @property
     def local_rank(self) -> int:
-        return self.trainer.local_rank
+        trainer = self.__dict__.get("_trainer")
+        return trainer.local_rank if trainer is not None else 0
 
     # -- logging -----------------------------------------------------------------------------------------
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,
@@ -152,7 +157,7 @@ class Module(torch.nn.Module):
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward under manual optimization: runs ``on_before_backward``, the precision's backward (loss
         scaling) and ``on_after_backward``. Use instead of ``loss.backward()``."""
-        self.trainer.loop.backward(loss, None)
+        self.trainer.loop.training.backward(loss, None)
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                        gradient_clip_algorithm: str | None = None) -> Any:
@@ -160,7 +165,7 @@ class Module(torch.nn.Module):
         if gradient_clip_val is None:
             return None
         opt = getattr(optimizer, "optimizer", optimizer)
-        return self.trainer.loop.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
+        return self.trainer.loop.training.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
         """Gather ``tensor`` from every process (a collective)."""
@@ -180,10 +185,30 @@ class Module(torch.nn.Module):
         module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
         inference.
         """
-        from ember.core.checkpoint import load_module
+        from ember.core.checkpoint_format import load_module
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
                            weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)
+
+    # -- export (ember.export) ------------------------------------------------------------------------------
+    def to_onnx(self, file_path: str | os.PathLike, input_sample: Any = None, **kwargs: Any) -> str:
+        """Write the module as ONNX (:func:`ember.export.to_onnx`)."""
+        from ember.export import to_onnx
+
+        return to_onnx(self, file_path, input_sample, **kwargs)
+
+    def to_torchscript(self, file_path: str | os.PathLike | None = None, method: str = "script",
+                       example_inputs: Any = None, **kwargs: Any) -> Any:
+        """TorchScript by scripting or tracing (:func:`ember.export.to_torchscript`)."""
+        from ember.export import to_torchscript
+
+        return to_torchscript(self, file_path, method, example_inputs, **kwargs)
+
+    def export(self, args: Any = None, file_path: str | os.PathLike | None = None, **kwargs: Any) -> Any:
+        """A ``torch.export.ExportedProgram`` of ``forward`` (:func:`ember.export.export`)."""
+        from ember.export import export
+
+        return export(self, args, file_path, **kwargs)
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

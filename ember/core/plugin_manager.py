@@ -148,12 +148,18 @@ class PluginManager(pluggy.PluginManager):
     def plugin_of_traceback(self, exc: BaseException) -> str | None:
         """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
         owners = {id(p): n for n, p in self.list_name_plugin() if n is not None}
+        # a plugin that is a module (or a wrapper function) has no ``self``: know its implementations' code
+        codes = {id(getattr(impl.function, "__code__", None)): impl.plugin_name
+                 for caller in vars(self.hook).values() if isinstance(caller, pluggy.HookCaller)
+                 for impl in caller.get_hookimpls()}
         found = None
         tb = exc.__traceback__
         while tb is not None:
             owner = tb.tb_frame.f_locals.get("self")
             if owner is not None and id(owner) in owners:
                 found = owners[id(owner)]
+            elif id(tb.tb_frame.f_code) in codes:
+                found = codes[id(tb.tb_frame.f_code)]
             tb = tb.tb_next
         return found
 

@@ -8,7 +8,7 @@ displays or writes it (a logger, the progress bar, the value returned by ``valid
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -181,6 +181,27 @@ class Results:
     def reset(self) -> None:
         for entry in self.entries.values():
             entry.reset()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch accumulators, so that epoch metrics survive a mid-epoch resume. An entry with a callable
+        reduction or a torchmetrics object is left out: it restarts with the resumed epoch."""
+        out: dict[str, Any] = {}
+        for key, e in self.entries.items():
+            if not e.on_epoch or callable(e.reduce_fx) or e.metric is not None \
+                    or not all(isinstance(v, torch.Tensor) for v in e.values):
+                continue
+            out[key] = {"on_step": e.on_step, "on_epoch": e.on_epoch, "prog_bar": e.prog_bar, "logger": e.logger,
+                        "reduce_fx": e.reduce_fx, "sync_dist": e.sync_dist, "values": list(e.values),
+                        "weights": list(e.weights), "partial": e.partial, "partial_weight": e.partial_weight}
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        for key, s in state.items():
+            entry = MetricEntry(key, s["on_step"], s["on_epoch"], s["prog_bar"], s["logger"], s["reduce_fx"],
+                                s["sync_dist"])
+            entry.values, entry.weights = list(s["values"]), list(s["weights"])
+            entry.partial, entry.partial_weight = s["partial"], s["partial_weight"]
+            self.entries[key] = entry
 
     def epoch_values(self) -> dict[str, tuple[MetricEntry, torch.Tensor]]:
         """Each epoch-level entry's value; metrics logged per step only are reset here too."""

@@ -152,7 +152,7 @@ class LogContext:
     #: The current batch, after the transfer to the device (None between batches).
     batch: Any = None
 
-    def enter(self, results: Results, num_dataloaders: int, defaults: tuple[bool, bool, bool]) -> None:
+    def enter(self, results: Results | None, num_dataloaders: int, defaults: tuple[bool, bool, bool]) -> None:
         """A stage begins: its results receive what is logged from now on."""
         self.results, self.num_dataloaders, self.dataloader_idx = results, num_dataloaders, 0
         self.defaults = defaults

@@ -5,26 +5,26 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import operator
 import os
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
 import torch
 
-from ember.core import discovery, tracing
-from ember.core.checkpoint import Checkpointing, is_checkpoint_callback
+from ember.core import discovery, options, seed, tracing
+from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
-from ember.core.results import to_floats
+from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
+from ember.core.trainer_properties import TrainerProperties
 
 log = logging.getLogger("ember")
 
@@ -33,31 +33,6 @@ SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkp
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
-#: The logger ``Trainer(logger=True)`` selects.
-DEFAULT_LOGGER = "logger.csv"
-#: Plugins a Trainer argument switches on: argument -> (identity of the default plugin, identity prefix of
-#: the plugins passed by the user that take its place). False turns the feature off; None leaves it off.
-FLAG_PLUGINS = {
-    "enable_progress_bar": ("progress.tqdm", "progress."),
-    "enable_model_summary": ("callback.model-summary", "callback.model-summary"),
-    "max_time": ("callback.timer", "callback.timer"),
-    "enable_checkpointing": ("callback.model-checkpoint", "callback.model-checkpoint"),
-    "hang_timeout": ("callback.hang-watchdog", "callback.hang-watchdog"),
-}
-
-
-def _read(path: str, doc: str, writable: bool = False) -> Any:
-    """A Trainer property that reads ``path`` (``"loop.progress.global_step"``); ``writable``: it may be set."""
-    getter = operator.attrgetter(path)
-    if not writable:
-        return property(getter, doc=doc)
-    owner, name = path.rsplit(".", 1)
-    owner_of = operator.attrgetter(owner)
-
-    def setter(trainer: Trainer, value: Any) -> None:
-        setattr(owner_of(trainer), name, value)
-
-    return property(getter, setter, doc=doc)
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -80,7 +55,7 @@ def _identity_of(plugin: Any, default_role: str) -> str:
     return f"{default_role}.{type(plugin).__name__}" if not isinstance(plugin, type) else f"{default_role}.{plugin.__name__}"
 
 
-class Trainer:
+class Trainer(TrainerProperties):
     """Runs ``fit``, ``validate``, ``test`` and ``predict``; every step of the way is a hook.
 
     Arguments are Lightning's (see :class:`ember.core.config.TrainerConfig` for the full list), plus
@@ -183,23 +158,25 @@ class Trainer:
             if item is None or item is False:
                 continue
             if item is True:
-                if DEFAULT_LOGGER in self.blocked:
+                default = options.declarations().defaults.get("logger")  # the plugin that declared itself so
+                if default is None or default in self.blocked:
                     continue
-                item = DEFAULT_LOGGER
+                item = default
             out.append(self._named(item, "logger") if isinstance(item, str) else (_identity_of(item, "logger"), item))
         return out
 
     def _add_flag_plugins(self) -> None:
-        """The plugins that a Trainer flag switches on (progress bar, model summary, timer), unless the user
-        passed a plugin that takes their place."""
-        for flag, (identity, replaced_by) in FLAG_PLUGINS.items():
-            value = getattr(self.config, flag)
+        """The plugins that one of their declared Trainer arguments switches on (progress bar, model summary,
+        timer, ...: ``switches`` in :mod:`ember.core.options`), unless the user passed a plugin that takes
+        their place."""
+        for name, identity, replaced_by in options.declarations().switches:
+            value = getattr(self.config, name)
             role = replaced_by[:-1] if replaced_by.endswith(".") else None
             passed = [ident for ident, p in self.extra_plugins
                       if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
             if value is False and passed:
-                raise ConfigurationError(f"Trainer({flag}=False) conflicts with {passed[0]!r} passed in callbacks/"
-                                         f"plugins; remove one of them.")
+                raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0]!r} passed in "
+                                         f"callbacks/plugins; remove one of them.")
             if value is None or value is False or passed or identity in self.blocked:
                 continue
             self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
@@ -312,105 +289,6 @@ class Trainer:
         #: The checkpoint the last run restored from (None when it started fresh).
         self.ckpt_path: str | None = None
 
-    # The run state, read-only (``should_stop`` may be set): C-level getters, so reading them per step costs
-    # no Python call.
-    current_epoch: int = _read("loop.progress.current_epoch", "Epochs completed (the index of the running one).")
-    global_step: int = _read("loop.progress.global_step", "Optimizer steps taken.")
-    batch_idx: int = _read("loop.progress.batch_idx", "The index of the running training batch in its epoch.")
-    should_stop: bool = _read("loop.progress.should_stop", "Set True to end the fit at the next point it may stop "
-                              "(after ``min_epochs``/``min_steps``).", writable=True)
-    sanity_checking: bool = _read("state.sanity_checking", "True during the validation run before training.")
-    callback_metrics: dict[str, torch.Tensor] = _read(
-        "loop.metrics.callback_metrics", "Every value logged (step and epoch values), for callbacks to monitor.")
-    logged_metrics: dict[str, torch.Tensor] = _read("loop.metrics.logged_metrics",
-                                                    "The values logged with ``logger=True``.")
-
-    @property
-    def is_global_zero(self) -> bool:
-        return self.global_rank == 0
-
-    @property
-    def lightning_module(self) -> Any:
-        return self.module
-
-    @property
-    def precision(self) -> str:
-        return self.role_identities["precision"].split(".", 1)[1]
-
-    @property
-    def training(self) -> bool:
-        return self.state.stage == "train"
-
-    @property
-    def validating(self) -> bool:
-        return self.state.stage == "validate"
-
-    @property
-    def testing(self) -> bool:
-        return self.state.stage == "test"
-
-    @property
-    def predicting(self) -> bool:
-        return self.state.stage == "predict"
-
-    @property
-    def max_epochs(self) -> int:
-        return self.loop.max_epochs
-
-    @property
-    def max_steps(self) -> int:
-        return self.loop.max_steps
-
-    @property
-    def default_root_dir(self) -> str:
-        return self.config.default_root_dir
-
-    @property
-    def accumulate_grad_batches(self) -> int:
-        return self.config.accumulate_grad_batches
-
-    @property
-    def loggers(self) -> list[Any]:
-        """The run's logger plugins, in the order given (empty without a logger)."""
-        return [p for ident, p in self.extra_plugins if ident.startswith("logger.") or getattr(p, "role", None) == "logger"]
-
-    @property
-    def logger(self) -> Any:
-        """The first logger, or None."""
-        loggers = self.loggers
-        return loggers[0] if loggers else None
-
-    @property
-    def log_dir(self) -> str:
-        """Where the first logger writes (``<root>/<name>/version_<n>``), else ``default_root_dir``."""
-        log_dir = getattr(self.logger, "log_dir", None)
-        return os.fspath(log_dir) if log_dir else self.config.default_root_dir
-
-    @property
-    def callbacks(self) -> list[Any]:
-        """The plugins of this trainer other than role plugins and loggers (callbacks, progress bar, ...)."""
-        loggers = {id(p) for p in self.loggers}
-        return [p for _, p in self.extra_plugins if id(p) not in loggers]
-
-    @property
-    def progress_bar_callback(self) -> Any:
-        """The active progress-bar plugin, or None."""
-        return next((p for ident, p in self.extra_plugins
-                     if ident.startswith("progress.") or getattr(p, "role", None) == "progress"), None)
-
-    @property
-    def progress_bar_metrics(self) -> dict[str, float]:
-        """The ``prog_bar=True`` metrics as floats (reading them synchronises with the device)."""
-        return to_floats(self.loop.metrics.progress_bar_metrics)
-
-    @property
-    def estimated_stepping_batches(self) -> float:
-        """Optimizer steps the fit will take (``max_steps`` or epochs x steps per epoch)."""
-        if self.loop.max_steps != -1:
-            return self.loop.max_steps
-        per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
-        return per_epoch * max(self.loop.max_epochs, 1) if self.loop.max_epochs != -1 else math.inf
-
     # -- public entry points -------------------------------------------------------------------------------
     def fit(self, model: torch.nn.Module, train_dataloaders: Any = None, val_dataloaders: Any = None,
             datamodule: Any = None, ckpt_path: str | None = None, weights_only: bool = True) -> None:
@@ -419,7 +297,7 @@ class Trainer:
         ``ckpt_path`` resumes from a checkpoint (a path, or ``"last"``); ``weights_only=False`` allows a
         checkpoint holding arbitrary Python objects (only for files you trust: loading them runs code).
         """
-        if train_dataloaders is not None and _looks_like_datamodule(train_dataloaders):
+        if train_dataloaders is not None and looks_like_datamodule(train_dataloaders):
             datamodule, train_dataloaders = train_dataloaders, None
         self._run("fit", model, datamodule, {"train": train_dataloaders, "validate": val_dataloaders},
                   ckpt_path=ckpt_path, weights_only=weights_only)
@@ -437,14 +315,14 @@ class Trainer:
     def predict(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
                 return_predictions: bool = True, ckpt_path: str | None = None, weights_only: bool = True) -> Any:
         """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
-        if dataloaders is not None and _looks_like_datamodule(dataloaders):
+        if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path=ckpt_path,
                          return_predictions=return_predictions, weights_only=weights_only)
 
     def _eval_entry(self, stage: str, model: Any, dataloaders: Any, datamodule: Any, ckpt_path: Any,
                     verbose: bool, weights_only: bool = True) -> list[dict[str, float]]:
-        if dataloaders is not None and _looks_like_datamodule(dataloaders):
+        if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run(stage, model, datamodule, {stage: dataloaders}, ckpt_path=ckpt_path, verbose=verbose,
                          weights_only=weights_only)
@@ -460,29 +338,9 @@ class Trainer:
         """Delete a checkpoint written by :meth:`save_checkpoint` (through the checkpoint-storage plugin)."""
         self.checkpointing.remove(filepath)
 
-    @property
-    def checkpoint_callbacks(self) -> list[Any]:
-        """The checkpoint callbacks of this trainer (``ModelCheckpoint`` and anything with ``best_model_path``)."""
-        return [p for _, p in self.extra_plugins + self.autoload_plugins if is_checkpoint_callback(p)]
-
-    @property
-    def checkpoint_callback(self) -> Any:
-        """The first checkpoint callback, or None."""
-        found = self.checkpoint_callbacks
-        return found[0] if found else None
-
     # -- one run -------------------------------------------------------------------------------------------
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
-        if model is None:
-            model = self.module
-            if model is None:
-                raise ConfigurationError(f"trainer.{fn}() needs a model: pass it as the first argument.")
-        if not isinstance(model, torch.nn.Module):
-            raise ConfigurationError(f"trainer.{fn}(model=...) expects a torch.nn.Module with the step methods, "
-                                     f"got {type(model).__name__}.")
-        self._check_module(fn, model)
-        if datamodule is not None and any(v is not None for v in loaders.values()):
-            raise ConfigurationError(f"trainer.{fn}() got both dataloaders and a datamodule; pass one of them.")
+        model = check_run_inputs(fn, model, self.module, datamodule, loaders)
         self.module, self.datamodule = model, datamodule
         self.state = TrainerState(fn=fn, status="running")
         self.interrupted = False
@@ -514,6 +372,7 @@ class Trainer:
                 if self.hook.teardown is not None and self.state.setup_done:
                     self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
+                seed.restore_deterministic(self)
                 if self.tracer is not None:
                     self.tracer.stop()
                 for plugin in reversed(registered):
@@ -522,25 +381,6 @@ class Trainer:
                 self.state.stage = None
                 if self.state.status == "running":
                     self.state.status = "finished"
-
-    def _check_module(self, fn: str, model: Any) -> None:
-        needed = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
-                  "predict": "predict_step"}[fn]
-        inner = getattr(model, "_orig_mod", None) if type(model).__name__ == "OptimizedModule" else None
-        if isinstance(inner, torch.nn.Module):
-            # torch.compile(model) wraps the module: its step methods would run uncompiled, and its hooks are
-            # not the wrapper's
-            raise ConfigurationError(
-                f"trainer.{fn}() got torch.compile({type(inner).__name__}), a wrapper whose {needed}() would run "
-                f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
-                f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
-        if not callable(getattr(model, needed, None)):
-            raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
-                                     f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
-        if fn == "fit" and not callable(getattr(model, "configure_optimizers", None)):
-            raise ConfigurationError(f"{type(model).__name__} has no configure_optimizers() method, which "
-                                     "trainer.fit() needs. Return an optimizer from it, e.g. "
-                                     "torch.optim.AdamW(self.parameters(), lr=1e-3).")
 
     def register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]:
         """Register this run's plugins.
@@ -649,7 +489,8 @@ def _module_base() -> type:
     return Module
 
 
-def _looks_like_datamodule(obj: Any) -> bool:
-    return any(callable(getattr(obj, n, None)) for n in
-               ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
-        isinstance(obj, torch.utils.data.DataLoader)
+if TYPE_CHECKING:
+    from ember.hookspecs.trainer import TrainerLike
+
+    def _satisfies_the_plugin_contract(trainer: Trainer) -> TrainerLike:
+        return trainer  # mypy checks that Trainer has every member of TrainerLike, with compatible types

@@ -94,6 +94,14 @@ class HangWatchdog:
 
     identity = "callback.hang-watchdog"
 
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("hang_timeout", type="float | timedelta | None", default=600.0, validate=timeout_seconds,
+                    switches="callback.hang-watchdog",
+                    help="seconds without progress after which a multi-process job stops, naming the stuck "
+                         "process; None or 0: off")
+
     def __init__(self) -> None:
         self._progress: Progress | None = None
         self._monitor: _Monitor | None = None
@@ -115,6 +123,10 @@ class HangWatchdog:
         trainer.plugin_manager.register(self._progress, name=Progress.identity)
         self._monitor = _Monitor(trainer, self._progress, prefixed, timeout)
         self._monitor.start()
+
+    @hookimpl
+    def on_exception(self, trainer: Any) -> None:
+        self.teardown(trainer)  # a run that fails before its teardown must not leave a watching thread
 
     @hookimpl
     def teardown(self, trainer: Any) -> None:
@@ -216,8 +228,12 @@ class _Monitor:
         if not any(records[r]["count"] > 0 for r in stalled):  # the clock runs from a process's first event
             return ""
         frozen = [r for r in stalled if now - self.seen[r][3] > self.timeout]
-        least = min(records[r]["count"] for r in stalled)
-        culprits = frozen or [r for r in stalled if records[r]["count"] == least]
+        # The first process past the timeout may be one that ran ahead into a collective and waits there for
+        # the stuck one, which stopped a moment later: every process that has stood still for a couple of
+        # heartbeats is a suspect, and the one that got least far is blamed.
+        still = [r for r in records if now - self.seen[r][2] > min(self.timeout, 2 * self.interval)]
+        least = min(records[r]["count"] for r in still)
+        culprits = frozen or [r for r in still if records[r]["count"] == least]
         verdict = json.dumps({"message": _message(culprits, records, self.timeout, bool(frozen)),
                               "culprits": culprits})
         # the first verdict stands: every process reports the same one
@@ -237,7 +253,7 @@ class _Monitor:
         kind = type("HangError", bases, {"__init__": lambda exc, *args: HangError.__init__(exc, message),
                                          "__module__": HangError.__module__})
         try:
-            from ember.plugins.environments.torchrun import write_error_file
+            from ember.plugins._shared.launchers import write_error_file
 
             write_error_file(kind(), self.rank)
         except Exception:  # pragma: no cover - only a record for the launcher

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from ember.core.errors import ConfigurationError
+from ember.core.options import boolean
 from ember.hookspecs import hookimpl
 
 log = logging.getLogger("ember")
@@ -72,6 +73,14 @@ class ModelCheckpoint:
     """
 
     identity = "callback.model-checkpoint"
+
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("enable_checkpointing", type="bool", default=True, validate=boolean("enable_checkpointing"),
+                    switches="callback.model-checkpoint",
+                    help="save a checkpoint at the end of every training epoch (ModelCheckpoint's defaults); a "
+                         "ModelCheckpoint passed in callbacks replaces it")
     CHECKPOINT_JOIN_CHAR = "-"
     CHECKPOINT_EQUALS_CHAR = "="
     CHECKPOINT_NAME_LAST = "last"

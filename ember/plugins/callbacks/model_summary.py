@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import torch
 
+from ember.core.options import boolean
 from ember.hookspecs import hookimpl
 
 
@@ -88,6 +89,12 @@ class ModelSummary:
     non-trainable and total parameter counts with their size in MB, on global rank 0 at ``on_fit_start``."""
 
     identity = "callback.model-summary"
+
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("enable_model_summary", type="bool", default=True, validate=boolean("enable_model_summary"),
+                    switches="callback.model-summary", help="print a summary of the module when fit starts")
 
     def __init__(self, max_depth: int = 1) -> None:
         if max_depth < -1:

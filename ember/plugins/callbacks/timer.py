@@ -31,6 +31,13 @@ class Timer:
 
     identity = "callback.timer"
 
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("max_time", type="timedelta | str | dict | float | None", default=None, validate=parse_duration,
+                    switches="callback.timer",
+                    help="stop training after this long: a timedelta, 'DD:HH:MM:SS', {'hours': 2} or seconds")
+
     def __init__(self, duration: Any = None, interval: str = "step", verbose: bool = True) -> None:
         if interval not in ("step", "epoch"):
             raise ConfigurationError(f"Timer(interval={interval!r}) is invalid: expected 'step' or 'epoch'.")

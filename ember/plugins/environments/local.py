@@ -15,11 +15,6 @@ from ember.hookspecs import hookimpl
 from ember.plugins.environments import env_int
 
 
-def started_by_hand() -> bool:
-    """True in one of several processes started by hand (``WORLD_SIZE`` above 1)."""
-    return os.environ.get("WORLD_SIZE", "1").strip() not in ("", "0", "1")
-
-
 class LocalEnvironment:
     role = "environment"
     identity = "environment.local"

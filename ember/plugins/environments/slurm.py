@@ -12,18 +12,12 @@ from typing import Any
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.launchers import slurm_detected
 from ember.plugins.environments import env_int
 
 log = logging.getLogger("ember")
 
-#: Job names SLURM gives interactive allocations, where the shell (not srun) starts processes.
-_INTERACTIVE = ("bash", "interactive")
-
-
-def detected() -> bool:
-    """True in a process started as a task of a (non-interactive) SLURM job step."""
-    return "SLURM_NTASKS" in os.environ and "SLURM_PROCID" in os.environ and \
-        os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE
+detected = slurm_detected  #: True in a task of a non-interactive SLURM job step
 
 
 def first_host(nodelist: str) -> str:

@@ -7,66 +7,18 @@ the agent (and ``torchrun``'s summary) names the rank that failed and shows its 
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import traceback
 from typing import Any
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.launchers import TORCHRUN_VARS, peer_failure, torchrun_detected, write_error_file
 from ember.plugins.environments import env_int
 
 #: What torchrun sets for every worker.
-_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT")
-
-
-def detected() -> bool:
-    """True in a process started by torchrun / the elastic agent."""
-    return "TORCHELASTIC_RUN_ID" in os.environ and all(v in os.environ for v in _VARS)
-
-
-def peer_failure(exc: BaseException) -> bool:
-    """True when ``exc`` most likely comes from another process having failed first: a collective or the
-    rendezvous store lost its connection to a peer."""
-    import torch.distributed as dist
-
-    if isinstance(exc, getattr(dist, "DistError", ())):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and any(
-        s in text for s in ("Connection closed by peer", "Connection reset by peer", "Broken pipe",
-                            "ProcessGroupGloo", "Socket Timeout", "NCCL communicator was aborted"))
-
-
-_written: dict[str, BaseException] = {}
-
-
-def write_error_file(exc: BaseException, global_rank: int) -> None:
-    """Record ``exc`` in the file the elastic agent reads (``TORCHELASTIC_ERROR_FILE``), in the agent's format,
-    plus ember's own fields: the rank, a precise time and whether the error looks caused by a peer."""
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if not path or _written.get("exception") is exc:
-        return
-    _written["exception"] = exc
-    now = time.time()
-    secondary = peer_failure(exc)
-    data = {"message": {
-        "message": f"{type(exc).__name__}: {exc}",
-        "extraInfo": {
-            "py_callstack": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-            # The agent names the failure with the earliest (whole-second) timestamp as the root cause; a
-            # failure caused by a peer's is dated a second later so that the peer's wins a tie.
-            "timestamp": str(int(now) + (1 if secondary else 0)),
-            "ember": {"rank": global_rank, "time": now, "peer_failure": secondary,
-                      "exception": type(exc).__name__},
-        },
-    }}
-    try:
-        with open(path, "w") as f:
-            json.dump(data, f)
-    except OSError:
-        pass
+_VARS = TORCHRUN_VARS
+detected = torchrun_detected  #: True in a process torchrun started
+__all__ = ["TorchrunEnvironment", "detected", "install_excepthook", "peer_failure", "write_error_file"]
 
 
 def install_excepthook(global_rank: int) -> None:

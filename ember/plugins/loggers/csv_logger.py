@@ -23,6 +23,11 @@ class CSVLogger(VersionedLogger):
     """
 
     identity = "logger.csv"
+
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.default_of("logger")  # Trainer(logger=True)
     metrics_file = "metrics.csv"
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str = "ember_logs",

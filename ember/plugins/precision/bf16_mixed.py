@@ -16,6 +16,10 @@ class BF16Mixed:
     identity = "precision.bf16-mixed"
     dtype = torch.bfloat16
 
+    @hookimpl
+    def mixed_precision_dtype(self) -> torch.dtype:
+        return self.dtype
+
     @hookimpl(wrapper=True)
     def step(self, trainer: Any) -> Generator[None, Any, Any]:
         with torch.autocast(autocast_device_type(trainer.root_device), dtype=self.dtype):

@@ -35,6 +35,10 @@ class FP16Mixed:
         if self._scaler is None:
             self._scaler = torch.amp.GradScaler(self._device_type)
 
+    @hookimpl
+    def mixed_precision_dtype(self) -> torch.dtype:
+        return self.dtype
+
     @hookimpl(wrapper=True)
     def step(self) -> Generator[None, Any, Any]:
         with torch.autocast(self._device_type, dtype=self.dtype):

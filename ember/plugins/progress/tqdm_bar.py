@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
+from ember.core.options import boolean
+from ember.hookspecs import hookimpl
 from ember.plugins.progress import ProgressBar, _fmt
 
 
@@ -18,6 +20,14 @@ class TQDMProgressBar(ProgressBar):
     """
 
     identity = "progress.tqdm"
+
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        options.add("enable_progress_bar", type="bool", default=True, validate=boolean("enable_progress_bar"),
+                    switches="progress.",
+                    help="show the default progress bar (progress.tqdm); a progress plugin passed in callbacks "
+                         "replaces it")
 
     def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
                  file: TextIO | None = None) -> None:

@@ -21,10 +21,8 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
-from ember.plugins.environments import local, slurm, torchrun
+from ember.plugins._shared.launchers import launched
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, requested_processes
-
-_MISSING = object()
 
 
 class _TrainingStepForward(torch.nn.Module):
@@ -74,8 +72,7 @@ class DDPStrategy(ProcessGroupStrategy):
             several = requested_processes(config) > 1 or config.num_nodes > 1
         except ConfigurationError:
             several = False
-        launched = torchrun.detected() or slurm.detected() or local.started_by_hand()
-        return 10 if several or launched else None
+        return 10 if several or launched() else None
 
     @hookimpl
     def setup_module(self, trainer: Any, module: torch.nn.Module) -> Any:
@@ -92,20 +89,11 @@ class DDPStrategy(ProcessGroupStrategy):
         model = self.model
         if stage != "train" or model is None:
             return (yield)
-        # The fallback calls ``module.training_step``: for this call that name leads through DDP's forward.
-        attrs = module.__dict__
-        previous = attrs.get("training_step", _MISSING)
-        attrs["training_step"] = model
-        try:
-            if accumulating(trainer, module, batch_idx):
-                with model.no_sync():
-                    return (yield)
-            return (yield)
-        finally:
-            if previous is _MISSING:
-                del attrs["training_step"]
-            else:
-                attrs["training_step"] = previous
+        # The fallback runs the training step through ``model`` (the answer of setup_module): DDP's forward.
+        if accumulating(trainer, module, batch_idx):
+            with model.no_sync():
+                return (yield)
+        return (yield)
 
     @hookimpl(tryfirst=True)
     def save_checkpoint(self, trainer: Any) -> Any:

@@ -35,8 +35,6 @@ from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating
 
-_MIXED = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
-
 
 def in_module_list(module: torch.nn.Module, parent: torch.nn.Module | None) -> bool:
     """The default sharding policy: the items of an ``nn.ModuleList`` (a model's repeated blocks)."""
@@ -149,7 +147,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
         if self.mixed_precision is not None:
             return self.mixed_precision
-        dtype = _MIXED.get(trainer.precision)
+        dtype = trainer.hook.call("mixed_precision_dtype", trainer=trainer)  # the precision's answer
         return MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
 
     def shard(self, trainer: Any, module: torch.nn.Module) -> None:

@@ -9,6 +9,10 @@ A sharded checkpoint is a directory:
   hyperparameters, callback and plugin states. Gradients a checkpoint carries (written in the middle of an
   accumulation window) go with the DCP files, sharded, as ``grads`` keyed by parameter name.
 
+* ``checksums.json``: the SHA-256 and size of every other file (each rank hashes the shards it wrote),
+  verified on load; nothing in the directory is unpickled except through weights-only loads and a
+  restricted unpickler for ``.metadata`` (:mod:`ember.plugins._shared.dcp_reader`).
+
 It is written to a temporary sibling directory and renamed into place once every rank has finished, so a
 crash during a save leaves the previous checkpoint at ``path`` (or, if the crash falls between the two
 renames, at ``path + ".old"``, which :func:`load` falls back to).
@@ -31,8 +35,8 @@ from typing import Any
 import torch
 
 from ember.core.errors import CheckpointError
-from ember.plugins.checkpoint_io import integrity
-from ember.plugins.checkpoint_io.torch_file import safe_load
+from ember.plugins._shared import integrity
+from ember.plugins._shared.checkpoint_files import _disk_full_cause, disk_full_error, safe_load
 
 log = logging.getLogger("ember")
 
@@ -117,17 +121,24 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
                "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
     if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
         sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
-    with _quiet_single_process():
-        dcp.save(sharded, checkpoint_id=tmp)
-    if rank == 0:
-        rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
-        rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
-        if "grads" in sharded:  # the parameters' order, to turn the gradients back into a list when consolidating
-            rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
-        with open(os.path.join(tmp, META), "wb") as f:
-            torch.save(rest, f)
-            f.flush()
-            os.fsync(f.fileno())
+    try:
+        with _quiet_single_process():
+            dcp.save(sharded, checkpoint_id=tmp)
+        if rank == 0:
+            rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+            rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
+            if "grads" in sharded:  # the parameters' order, to turn gradients back into a list when consolidating
+                rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
+            with open(os.path.join(tmp, META), "wb") as f:
+                torch.save(rest, f)
+                f.flush()
+                os.fsync(f.fileno())
+    except BaseException as exc:  # DCP's CheckpointException is a BaseException; the previous checkpoint stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = _disk_full_cause(exc)
+        if full is not None:
+            raise disk_full_error(path, sharded, full) from None
+        raise
     _write_checksums(tmp, rank)
     if rank == 0:
         old = path + ".old"
@@ -199,7 +210,7 @@ def _dcp_load(state: dict, path: str, what: str, **kwargs: Any) -> None:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.api import CheckpointException
 
-    from ember.plugins.checkpoint_io.dcp_reader import SafeLoadPlanner, SafeReader
+    from ember.plugins._shared.dcp_reader import SafeLoadPlanner, SafeReader
 
     planner = SafeLoadPlanner()
     planner.source = path
@@ -230,15 +241,16 @@ def _where(metadata: Any, key: str) -> tuple[Any, ...]:
     return tuple(where)
 
 
-def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
-    """Resolve ``path``, check every file against the directory's checksums (each rank checks a share; a
-    collective), and read ``meta.pt`` (``weights_only=True``) and ``.metadata`` (restricted unpickler).
-    Returns (directory, the meta.pt dict, DCP metadata); a CheckpointError naming the file otherwise."""
-    from ember.plugins.checkpoint_io.dcp_reader import read_metadata, shard_files
+def open_verified(path: str | os.PathLike, collective: bool = True) -> tuple[str, dict, Any]:
+    """Resolve ``path``, check every file against the directory's checksums (with ``collective``, under a
+    process group, each rank checks a share: call it on every rank), and read ``meta.pt`` (``weights_only=True``)
+    and ``.metadata`` (restricted unpickler). Returns (directory, the meta.pt dict, DCP metadata); a
+    CheckpointError naming the file otherwise."""
+    from ember.plugins._shared.dcp_reader import read_metadata, shard_files
 
     path = _resolve(os.fspath(path))
     files = integrity.read_manifest(path)
-    dist = _dist()
+    dist = _dist() if collective else None
     rank, world = (dist.get_rank(), dist.get_world_size()) if dist is not None else (0, 1)
     if files is not None:
         small = [n for n in (".metadata", META) if n in files]
@@ -260,7 +272,7 @@ def open_verified(path: str | os.PathLike) -> tuple[str, dict, Any]:
         unlisted = [n for n in shards if n not in files]
         error = f"{path}/.metadata reads {unlisted[0]}, which {integrity.MANIFEST} does not list: the " \
             "checkpoint is damaged." if unlisted else integrity.verify_manifest(path, files, shards[rank::world])
-        errors = [e for e in _gather(error) if e]
+        errors = [e for e in (_gather(error) if dist is not None else [error]) if e]
         if errors:
             raise CheckpointError(errors[0])
     return path, checkpoint, metadata
@@ -349,9 +361,9 @@ def consolidate(path: str | os.PathLike, output: str | os.PathLike) -> str:
     running code from it (as :func:`load`). Returns ``output``."""
     from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-    from ember.plugins.checkpoint_io.torch_file import atomic_save
+    from ember.plugins._shared.checkpoint_files import atomic_save
 
-    path, checkpoint, metadata = open_verified(path)
+    path, checkpoint, metadata = open_verified(path, collective=False)
     output = os.fspath(output)
     tensors: dict[str, Any] = {}
     for key, meta in metadata.state_dict_metadata.items():

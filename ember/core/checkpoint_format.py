@@ -1,0 +1,237 @@
+"""A checkpoint file's content: plain data only, its format version, and reading it back.
+
+A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them, so ``torch.load(weights_only=True)``
+reads it without running code; :func:`make_plain` checks that before anything is written.
+:func:`check_format` accepts what this ember can read (upgrading older formats), and :func:`load_module` is
+``Module.load_from_checkpoint``. What goes into a checkpoint, and when, is :mod:`ember.core.checkpoint`'s.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.core.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from ember.core.trainer import Trainer
+
+log = logging.getLogger("ember")
+
+#: The checkpoint format this ember writes; it reads this one and every older one. 2: a plugin's state is kept
+#: only in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry).
+FORMAT_VERSION = 2
+
+# ---------------------------------------------------------------------------------------------------------
+# Plain data
+# ---------------------------------------------------------------------------------------------------------
+
+_SCALARS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_TORCH_ATOMS = (torch.Tensor, torch.dtype, torch.device)
+_SEQUENCES = frozenset({list, tuple, set, frozenset, torch.Size})
+
+
+class NotPlain(Exception):
+    """A value ``torch.load(weights_only=True)`` could not rebuild; ``args[0]`` says where it sits."""
+
+
+def make_plain(obj: Any, where: str = "checkpoint") -> Any:
+    """``obj`` with NumPy scalars turned into Python numbers (same values), or NotPlain naming the first value a
+    weights-only load could not rebuild. Containers are copied only where something changed."""
+    kind = type(obj)
+    if kind in _SCALARS or isinstance(obj, _TORCH_ATOMS):
+        return obj
+    if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
+        return obj.item()
+    if kind in (dict, OrderedDict):
+        items = {}
+        changed = False
+        for key, value in obj.items():
+            if type(key) not in _SCALARS:
+                raise NotPlain(f"{where} (the key {key!r}, a {type(key).__name__})")
+            new = make_plain(value, f"{where}[{key!r}]")
+            changed = changed or new is not value
+            items[key] = new
+        if not changed:
+            return obj
+        copy = kind(items)
+        if kind is OrderedDict:
+            copy.__dict__.update(vars(obj))  # a state_dict's _metadata
+        return copy
+    if kind in _SEQUENCES:
+        values = [make_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        if all(new is old for new, old in zip(values, obj, strict=True)):
+            return obj
+        return values if kind is list else kind(values)
+    raise NotPlain(f"{where} (a {kind.__module__}.{kind.__qualname__})")
+
+
+def _plain_value(value: Any) -> tuple[bool, Any]:
+    try:
+        return True, make_plain(value)
+    except NotPlain:
+        return False, value
+
+
+def plain_hparams(module: Any, warned: set[str] | None = None) -> dict[str, Any]:
+    """The module's ``hparams`` as plain data; a value that is not (a class, a function, ...) is left out
+    with a warning, since a weights-only load could not rebuild it."""
+    hparams = getattr(module, "hparams", None)
+    if not isinstance(hparams, Mapping):
+        return {}
+    out = {}
+    for key, value in hparams.items():
+        ok, plain = _plain_value(value)
+        if ok:
+            out[str(key)] = plain
+        elif warned is None or key not in warned:
+            if warned is not None:
+                warned.add(key)
+            from ember.core.plugin_manager import EmberWarning
+
+            warnings.warn(f"hyperparameter {key!r} ({type(value).__name__}) is not plain data and is left out of "
+                          "checkpoints; pass it again to load_from_checkpoint(..., "
+                          f"{key}=...) or exclude it with save_hyperparameters(ignore=[{key!r}]).",
+                          EmberWarning, stacklevel=4)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------------------
+
+
+def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> dict[str, Any]:
+    """``checkpoint`` if it is an ember checkpoint this ember can read, else a CheckpointError naming
+    ``path`` and what is wrong."""
+    if not isinstance(checkpoint, dict):
+        raise CheckpointError(f"{path} is not an ember checkpoint: it holds a {type(checkpoint).__name__}, not a "
+                              "dict. Load plain tensors with torch.load(path, weights_only=True).")
+    version = checkpoint.get("format_version")
+    if version is None:
+        if "pytorch-lightning_version" in checkpoint or "lightning_version" in checkpoint:
+            if allow_lightning and "state_dict" in checkpoint:
+                return checkpoint
+            raise CheckpointError(f"{path} is a PyTorch Lightning checkpoint, which cannot resume an ember run. Load "
+                                  "its weights with YourModule.load_from_checkpoint(path) and start a new fit.")
+        if checkpoint and all(isinstance(v, torch.Tensor) for v in checkpoint.values()):
+            n = len(checkpoint)
+            raise CheckpointError(f"{path} is not an ember checkpoint but a bare state_dict of {n} "
+                                  f"tensor{'s' if n != 1 else ''}; load it with "
+                                  "model.load_state_dict(torch.load(path, weights_only=True)).")
+        keys = ", ".join(sorted(map(str, checkpoint))[:8]) or "none"
+        raise CheckpointError(f"{path} is not an ember checkpoint: it has no 'format_version' entry (its keys: "
+                              f"{keys}).")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise CheckpointError(f"{path} has an invalid format_version {version!r}: the file is damaged.")
+    if version > FORMAT_VERSION:
+        from ember import __version__
+
+        written = checkpoint.get("ember_version", "a newer ember")
+        raise CheckpointError(f"{path} was written in checkpoint format {version} (by ember {written}); this ember "
+                              f"({__version__}) reads formats up to {FORMAT_VERSION}. Upgrade ember to load it.")
+    if version < 2:
+        _upgrade_from_1(checkpoint)
+    return checkpoint
+
+
+def _upgrade_from_1(checkpoint: dict[str, Any]) -> None:
+    """Format 1 -> 2: the callback states format 1 also kept in a ``callbacks`` entry (EarlyStopping under
+    ``identity[monitor]``, its key now, and Timer under its identity) move to ``plugins``; a state already
+    under ``plugins`` wins."""
+    legacy = checkpoint.pop("callbacks", None)
+    if not isinstance(legacy, dict):
+        return
+    plugins = checkpoint.setdefault("plugins", {})
+    for key, state in legacy.items():
+        plugins.setdefault(key, state)
+
+
+def storage_manager(checkpoint_io: Any = "torch") -> Any:
+    """A plugin manager holding only a checkpoint-storage plugin, for loading outside a run."""
+    from ember.core import discovery
+    from ember.core.plugin_manager import PluginManager
+
+    pm = PluginManager()
+    if isinstance(checkpoint_io, str):
+        info = discovery.discover().lookup("checkpoint_io", checkpoint_io)
+        pm.register(info.load(), name=info.identity, origin=info.dist)
+    else:
+        pm.register(checkpoint_io, name=getattr(checkpoint_io, "identity", "checkpoint_io.custom"))
+    return pm
+
+
+def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
+    """Read ``path`` through the storage role of ``pm``."""
+    from ember.core.dispatch import HookTable
+
+    checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
+    if checkpoint is None:
+        raise CheckpointError(f"cannot read {path}: no checkpoint-storage plugin answered load_checkpoint; "
+                              "select one with Trainer(checkpoint_io='torch').")
+    return checkpoint
+
+
+def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool = True,
+                weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
+    """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
+    load the weights, call the module's ``on_load_checkpoint``."""
+    path = os.fspath(path)
+    checkpoint = check_format(read(storage_manager(checkpoint_io), None, path, weights_only), path,
+                              allow_lightning=True)
+    hparams = dict(checkpoint.get("hyper_parameters") or {})
+    kwargs = {**hparams, **overrides}
+    try:
+        module = cls(**kwargs)
+    except TypeError as exc:
+        raise CheckpointError(f"could not build {cls.__name__}(**{sorted(kwargs)}) from {path}: {exc}. The "
+                              "checkpoint's hyperparameters come from save_hyperparameters(); pass missing or "
+                              "renamed arguments to load_from_checkpoint as keywords.") from exc
+    state = checkpoint.get("state_dict")
+    if not isinstance(state, Mapping):
+        raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
+    on_load = getattr(module, "on_load_checkpoint", None)
+    module.load_state_dict(state, strict=strict)
+    if callable(on_load):
+        on_load(checkpoint)
+    if isinstance(map_location, (str, torch.device)):
+        module.to(map_location)
+    return module
+
+
+#: Optimizer flags that choose an implementation, not the algorithm; torch adds new ones over versions.
+_OPTIMIZER_SWITCHES = {"foreach", "maximize", "capturable", "differentiable", "fused", "decoupled_weight_decay"}
+
+
+def check_optimizer_state(index: int, optimizer: Any, state: Any, path: str | None) -> None:
+    """A CheckpointError, before anything is loaded, when ``state`` cannot be this optimizer's: other parameter
+    groups, other group sizes, or another kind of optimizer (torch would fail later, or silently misbehave)."""
+    name = type(optimizer).__name__
+    groups = state.get("param_groups") if isinstance(state, Mapping) else None
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        raise CheckpointError(f"{path}: the state of optimizer {index} has no parameter groups: it is damaged.")
+    if len(groups) != len(optimizer.param_groups):
+        raise CheckpointError(f"{path}: optimizer {index} ({name}) has {len(optimizer.param_groups)} parameter "
+                              f"group(s) in this run, {len(groups)} in the checkpoint. configure_optimizers() must "
+                              "build the groups it built when the checkpoint was written.")
+    for g, (saved, current) in enumerate(zip(groups, optimizer.param_groups, strict=True)):
+        # Schedulers and averaging add their own keys to a group (initial_lr, swa_lr): only settings this run's
+        # optimizer has and the saved group lacks tell another kind of optimizer (torch's on/off switches aside,
+        # which newer torch versions add and fill in on load).
+        missing = sorted(set(optimizer.defaults) - set(saved) - _OPTIMIZER_SWITCHES)
+        if missing:
+            raise CheckpointError(
+                f"{path}: parameter group {g} of optimizer {index} was saved without the settings {missing}, which "
+                f"this run's {name} has: configure_optimizers() returns another kind of optimizer than when the "
+                "checkpoint was written (e.g. SGD then, Adam now). Resume with the same optimizer, or load only the "
+                "weights (Module.load_from_checkpoint) and start a new fit.")
+        if len(saved.get("params", ())) != len(current["params"]):
+            raise CheckpointError(f"{path}: parameter group {g} of optimizer {index} ({name}) holds "
+                                  f"{len(current['params'])} parameters in this run, {len(saved.get('params', ()))} "
+                                  "in the checkpoint: the model or its parameter groups changed.")

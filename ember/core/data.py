@@ -1,0 +1,93 @@
+"""Where each stage's batches come from, how many of them a stage runs, and how one reaches the device."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.core import seed
+from ember.core.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from ember.core.config import TrainerConfig
+    from ember.core.trainer import Trainer
+
+#: The method of the DataModule (or the module) that gives a stage's data.
+LOADER_METHODS = {"train": "train_dataloader", "validate": "val_dataloader", "test": "test_dataloader",
+                  "predict": "predict_dataloader"}
+_LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "test": "limit_test_batches",
+              "predict": "limit_predict_batches"}
+
+
+def stage_loaders(trainer: Trainer, stage: str, given: Any) -> list[Any]:
+    """The loaders of ``stage``: those given, else the DataModule's or the module's, each passed through the
+    ``process_dataloader`` hook (a distributed strategy adds its sampler there)."""
+    if given is None:
+        for source in (trainer.datamodule, trainer.module):
+            method = getattr(source, LOADER_METHODS[stage], None) if source is not None else None
+            if callable(method):
+                given = method()
+                break
+    if given is None:
+        return []
+    items = list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) \
+        else [given]
+    out = []
+    for loader in items:
+        processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
+        out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
+    return out
+
+
+def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
+    """How many batches of ``loader`` the stage runs: its length under ``limit_*_batches`` and ``fast_dev_run``."""
+    n = length(loader)
+    if config.fast_dev_batches:
+        return min(n, config.fast_dev_batches)
+    limit = getattr(config, _LIMIT_ARG[stage])
+    if limit is None:
+        return n
+    if isinstance(limit, int):
+        return min(n, limit)
+    if limit == 1.0:
+        return n
+    if n == math.inf:
+        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data "
+                                 "has no length; pass an int number of batches instead.")
+    batches = int(n * limit)
+    if batches == 0 and limit > 0:
+        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) gives 0 of the {int(n)} {stage} "
+                                 "batches; use a larger fraction or an int.")
+    return batches
+
+
+def length(loader: Any) -> float:
+    """``len(loader)``, or infinity for a loader without a length."""
+    try:
+        return len(loader)
+    except TypeError:
+        return math.inf
+
+
+def with_last(iterable: Any, start: int = 0) -> Any:
+    """Enumerate with a one-batch look-ahead, so the last batch of an unsized loader is known as such:
+    yields ``(index, (batch, is_last))``."""
+    it = iter(iterable)
+    try:
+        current = next(it)
+    except StopIteration:
+        return
+    idx = start
+    for nxt in it:
+        yield idx, (current, False)
+        current = nxt
+        idx += 1
+    yield idx, (current, True)
+
+
+def _is_loader(obj: Any) -> bool:
+    if isinstance(obj, torch.utils.data.DataLoader):
+        return True
+    return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))

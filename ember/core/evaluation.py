@@ -1,0 +1,116 @@
+"""One evaluation loop for validation (in a fit, alone, and as the sanity check), test and predict.
+
+Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
+
+    model.eval() -> on_<stage>_model_eval
+    on_<stage>_start -> on_<stage>_epoch_start
+    per loader, per batch:
+        batch to device -> on_<stage>_batch_start -> <stage>_step -> on_<stage>_batch_end
+    on_<stage>_epoch_end -> (epoch metrics published) -> on_<stage>_end
+    model back to train mode (validation in a fit: -> on_validation_model_train)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.core.data import length
+from ember.core.results import Results
+from ember.core.state import EPOCH_HOOK, EVAL_STEP
+
+if TYPE_CHECKING:
+    from ember.core.loops import Loops
+
+_HOOK_STAGE = {"validate": "validation", "test": "test", "predict": "predict"}
+_EVENTS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end", "model_eval")
+
+
+class EvaluationLoop:
+    """Runs one evaluation epoch of a stage over its loaders."""
+
+    def __init__(self, loop: Loops) -> None:
+        self.loop = loop
+
+    def run(self, stage: str, loaders: list[Any], nums: list[float],
+            predictions: list[list[Any]] | None = None) -> list[dict[str, float]]:
+        """Evaluate ``nums[i]`` batches of each of ``loaders``; returns each loader's epoch metrics (none for
+        predict). ``predictions``: one list per loader that collects what ``predict_step`` returns."""
+        loop, t = self.loop, self.loop.t
+        h, module = t.hook, t.module
+        events = {k: getattr(h, f"on_{_HOOK_STAGE[stage]}_{k}", None) for k in _EVENTS}
+        results = None if stage == "predict" else Results(stage)
+        if stage == "validate":
+            loop.val_results = results  # type: ignore[assignment]  # not None for validate
+        elif stage == "test":
+            loop.test_results = results  # type: ignore[assignment]
+        t.state.stage = stage
+        loop.log_context.enter(results, len(loaders), EPOCH_HOOK)
+        model = t.model
+        was_training = model.training
+        model.eval()
+        kw = {"trainer": t, "module": module}
+        _emit(events["model_eval"], kw)
+        values: dict[str, torch.Tensor] = {}
+        with _grad_context(t.config.inference_mode):
+            _emit(events["start"], kw)
+            _emit(events["epoch_start"], kw)
+            for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
+                if n:
+                    self._batches(stage, events, dl_idx, loader, n, predictions)
+            loop.log_context.batch = None
+            loop.log_context.defaults = EPOCH_HOOK
+            _emit(events["epoch_end"], kw)
+            if results is not None:
+                values = loop.metrics.publish_epoch(results)
+            _emit(events["end"], kw)
+        if results is None:  # predict leaves the model in eval mode, as Lightning does
+            return []
+        if was_training:
+            model.train()
+        if stage == "validate" and t.state.fn == "fit" and h.on_validation_model_train is not None:
+            h.on_validation_model_train(**kw)
+        return [{k: float(v) for k, v in values.items() if "/dataloader_idx_" not in k or
+                 k.endswith(f"/dataloader_idx_{i}")} for i in range(len(loaders))]
+
+    def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,
+                 predictions: list[list[Any]] | None) -> None:
+        loop, t = self.loop, self.loop.t
+        ctx, transfer, step = loop.log_context, loop.transfer, t.hook.step
+        model, module = t.model, t.module
+        start, end = events["batch_start"], events["batch_end"]
+        ctx.dataloader_idx = dl_idx
+        limited = n < length(loader)  # else the loader ends by itself, as in a for-loop
+        for batch_idx, batch in enumerate(loader):
+            ctx.defaults = EVAL_STEP
+            batch = transfer(batch, dl_idx)
+            if start is not None:
+                start(batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, trainer=t, module=module)
+            out = step(trainer=t, model=model, module=module, batch=batch, batch_idx=batch_idx,
+                       dataloader_idx=dl_idx, stage=stage)
+            if predictions is not None:
+                predictions[dl_idx].append(out)
+            if end is not None:
+                end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, trainer=t, module=module)
+            if limited and batch_idx + 1 >= n:
+                break
+
+
+def _emit(hook: Any, kw: dict[str, Any]) -> None:
+    if hook is not None:
+        hook(**kw)
+
+
+def _grad_context(inference_mode: bool) -> contextlib.AbstractContextManager:
+    return torch.inference_mode() if inference_mode and not _gloo_process_group() else torch.no_grad()
+
+
+def _gloo_process_group() -> bool:
+    """gloo fills a collective's output tensors outside inference mode, which torch refuses for tensors made in
+    it (torchmetrics' syncs, ``sync_dist``); so under a gloo process group evaluation runs under ``no_grad``, as
+    in Lightning."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo"

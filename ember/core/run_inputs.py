@@ -1,0 +1,55 @@
+"""What ``trainer.fit``/``validate``/``test``/``predict`` were given: checked before anything runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+
+_STEP_METHOD = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
+                "predict": "predict_step"}
+
+
+def check_run_inputs(fn: str, model: Any, current: Any, datamodule: Any, loaders: dict[str, Any]) -> Any:
+    """The module ``trainer.<fn>()`` runs: ``model``, else the trainer's ``current`` one; a clear error for
+    what cannot run."""
+    if model is None:
+        model = current
+        if model is None:
+            raise ConfigurationError(f"trainer.{fn}() needs a model: pass it as the first argument.")
+    if not isinstance(model, torch.nn.Module):
+        raise ConfigurationError(f"trainer.{fn}(model=...) expects a torch.nn.Module with the step methods, "
+                                 f"got {type(model).__name__}.")
+    check_module(fn, model)
+    if datamodule is not None and any(v is not None for v in loaders.values()):
+        raise ConfigurationError(f"trainer.{fn}() got both dataloaders and a datamodule; pass one of them.")
+    return model
+
+
+def check_module(fn: str, model: Any) -> None:
+    """A module ``trainer.<fn>()`` can run: not a ``torch.compile`` wrapper, with the step method it needs."""
+    needed = _STEP_METHOD[fn]
+    inner = getattr(model, "_orig_mod", None) if type(model).__name__ == "OptimizedModule" else None
+    if isinstance(inner, torch.nn.Module):
+        # torch.compile(model) wraps the module: its step methods would run uncompiled, and its hooks are
+        # not the wrapper's
+        raise ConfigurationError(
+            f"trainer.{fn}() got torch.compile({type(inner).__name__}), a wrapper whose {needed}() would run "
+            f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
+            f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
+    if not callable(getattr(model, needed, None)):
+        raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
+                                 f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
+    if fn == "fit" and not callable(getattr(model, "configure_optimizers", None)):
+        raise ConfigurationError(f"{type(model).__name__} has no configure_optimizers() method, which "
+                                 "trainer.fit() needs. Return an optimizer from it, e.g. "
+                                 "torch.optim.AdamW(self.parameters(), lr=1e-3).")
+
+
+def looks_like_datamodule(obj: Any) -> bool:
+    """``trainer.fit(model, dm)``: a DataModule passed where the dataloaders go."""
+    return any(callable(getattr(obj, n, None)) for n in
+               ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
+        isinstance(obj, torch.utils.data.DataLoader)

@@ -1,0 +1,328 @@
+"""One training epoch: its batches, their optimization, the schedulers and the validation schedule.
+
+Events of one epoch (``k`` = ``accumulate_grad_batches``)::
+
+    on_train_epoch_start
+    per batch:
+        batch to device -> on_train_batch_start (-1 ends the epoch)
+        training_step
+        [first batch of a window of k] on_before_zero_grad -> zero_grad
+        on_before_backward -> backward -> on_after_backward
+        [last batch of a window, or of the epoch]
+            unscale -> on_before_optimizer_step -> clip -> optimizer step (global_step += 1)
+        [scheduler steps] -> on_train_batch_end -> [log_metrics]
+        [validation when due] -> [safe point: requested checkpoints, stop on a signal]
+    [validation when due at the epoch's end]
+    (epoch metrics published) -> on_train_epoch_end -> [plateau schedulers] -> [log_metrics]
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ember.core.data import length, with_last
+from ember.core.errors import ConfigurationError
+from ember.core.state import EPOCH_HOOK, STEP, FitProgress
+
+if TYPE_CHECKING:
+    from ember.core.loops import Loops
+
+
+class ManualOptimizer:
+    """What ``self.optimizers()`` returns under manual optimization: ``step()`` runs the precision's and
+    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``."""
+
+    def __init__(self, training: TrainingLoop, optimizer: torch.optim.Optimizer) -> None:
+        self.training = training
+        self.optimizer = optimizer
+
+    def step(self, closure: Any = None) -> Any:
+        result = closure() if closure is not None else None
+        self.training.optimizer_step(self.optimizer, clip=False)
+        return result
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.optimizer, name)
+
+    def __repr__(self) -> str:
+        return f"ManualOptimizer({self.optimizer!r})"
+
+
+class TrainingLoop:
+    """The training epochs of a fit."""
+
+    def __init__(self, loop: Loops) -> None:
+        self.loop = loop
+        self.t = loop.t
+        self.progress = loop.progress
+        self.train_loader: Any = None
+        self.val_loaders: list[Any] = []
+
+    # -- one epoch -----------------------------------------------------------------------------------------
+    def run_epoch(self, resume: FitProgress | None = None) -> None:
+        """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
+        batches, read_to_end = self._start_epoch(resume)
+        validated_at_end, scheds_stepped = self._run_batches(batches, read_to_end)
+        self._end_epoch(validated_at_end, scheds_stepped)
+
+    def _start_epoch(self, resume: FitProgress | None) -> tuple[Any, bool]:
+        loop, t = self.loop, self.t
+        ckpt = t.checkpointing
+        t.state.stage = "train"
+        results = loop.train_results
+        if resume is None:
+            results.reset()
+        loop.log_context.enter(results, 1, EPOCH_HOOK)
+        loader = self.train_loader
+        sampler = getattr(loader, "sampler", None)
+        for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+            set_epoch = getattr(s, "set_epoch", None)
+            if callable(set_epoch):
+                set_epoch(self.progress.current_epoch)
+        if t.hook.on_train_epoch_start is not None:
+            t.hook.on_train_epoch_start(trainer=t, module=t.module)
+        n = t.num_training_batches
+        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
+        # its own generator draws its next permutation only then, and skipping that draw would shuffle every
+        # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
+        read_to_end = n != math.inf and n == length(loader)
+        start = 0
+        if resume is not None:
+            ckpt.restore_rng()
+            start = resume.batch_idx + 1
+            loader = ckpt.resumed_batches(start)
+        return (enumerate(loader, start) if n != math.inf else with_last(loader, start)), read_to_end
+
+    def _run_batches(self, batches: Any, read_to_end: bool) -> tuple[bool, bool]:
+        """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether
+        validation ran after the last batch, and whether the epoch's scheduler steps were taken."""
+        t, p, loop = self.t, self.progress, self.loop
+        h, module, ckpt, ctx = t.hook, t.module, t.checkpointing, loop.log_context
+        results, transfer, metrics = loop.train_results, loop.transfer, loop.metrics
+        n, max_steps, every = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps
+        automatic = getattr(module, "automatic_optimization", True)
+        step_fn = self.automatic_batch if automatic else self.manual_batch
+        validated_at_end = scheds_stepped = False
+        for batch_idx, batch in batches:
+            if n == math.inf:
+                batch, is_last = batch
+            else:
+                is_last = batch_idx + 1 >= n
+            p.batch_idx = batch_idx
+            ctx.defaults = STEP
+            batch = transfer(batch, 0)
+            if h.on_train_batch_start is not None:
+                if -1 in h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx):
+                    break
+            step_before = p.global_step
+            outputs = step_fn(batch, batch_idx, is_last)
+            if automatic and t.lr_scheduler_configs:
+                if p.global_step != step_before:
+                    self.step_schedulers("step")
+                if is_last:
+                    self.step_schedulers("epoch")
+                    scheds_stepped = True
+            if h.on_train_batch_end is not None:
+                h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
+                                     batch_idx=batch_idx)
+            p.batches_seen += 1
+            if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
+                next(batches, None)
+            if h.log_metrics is not None and p.global_step != step_before and p.global_step % every == 0:
+                metrics.write_step(results)
+            if self.should_validate(batch_idx, is_last):
+                self.run_validation()
+                validated_at_end = is_last
+            if is_last or (max_steps != -1 and p.global_step >= max_steps):
+                break
+            if p.should_stop and self.can_stop():
+                break
+            if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
+                ckpt.safe_point(batch_idx)
+        ctx.batch = None
+        return validated_at_end, scheds_stepped
+
+    def _end_epoch(self, validated_at_end: bool, scheds_stepped: bool) -> None:
+        loop, t = self.loop, self.t
+        h, results = t.hook, loop.train_results
+        automatic = getattr(t.module, "automatic_optimization", True)
+        if automatic and t.lr_scheduler_configs and not scheds_stepped:
+            self.step_schedulers("epoch")
+        if not validated_at_end and self._epoch_end_validation_due():
+            self.run_validation()
+        t.state.stage = "train"
+        loop.log_context.results = results
+        loop.metrics.publish_epoch(results)
+        loop.log_context.defaults = EPOCH_HOOK
+        if h.on_train_epoch_end is not None:
+            h.on_train_epoch_end(trainer=t, module=t.module)
+        if automatic and t.lr_scheduler_configs:
+            self.step_plateau("epoch")
+        if h.log_metrics is not None:
+            loop.metrics.write_epoch(results)
+        self.progress.current_epoch += 1
+
+    # -- when to stop --------------------------------------------------------------------------------------
+    def done(self) -> bool:
+        """The fit has no epoch left to run."""
+        t, p, loop = self.t, self.progress, self.loop
+        if t.num_training_batches == 0:
+            return True
+        if loop.max_steps != -1 and p.global_step >= loop.max_steps:
+            return True
+        if loop.max_epochs != -1 and p.current_epoch >= loop.max_epochs:
+            return True
+        return bool(p.should_stop) and self.can_stop()
+
+    def can_stop(self) -> bool:
+        """``should_stop`` takes effect only after ``min_epochs`` and ``min_steps``."""
+        cfg, p = self.t.config, self.progress
+        return (cfg.min_epochs is None or p.current_epoch >= cfg.min_epochs) and \
+            (cfg.min_steps is None or p.global_step >= cfg.min_steps)
+
+    # -- one batch's optimization ----------------------------------------------------------------------
+    def automatic_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        t = self.t
+        h, module = t.hook, t.module
+        k = t.config.accumulate_grad_batches
+        out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
+                     dataloader_idx=0, stage="train")
+        if out is None:
+            return None
+        if isinstance(out, torch.Tensor):
+            loss = out
+        elif isinstance(out, dict) and "loss" in out:
+            loss = out["loss"]
+        else:
+            raise ConfigurationError(f"training_step returned {type(out).__name__}; return the loss tensor, a dict "
+                                     "with a 'loss' key, or None to skip the batch.")
+        if not t.optimizers:
+            return out
+        opt = t.optimizers[0]
+        if batch_idx % k == 0:
+            if h.on_before_zero_grad is not None:
+                h.on_before_zero_grad(trainer=t, module=module, optimizer=opt)
+            h.zero_grad(trainer=t, module=module, optimizer=opt)
+        self.backward(loss / k if k > 1 else loss, opt)
+        if is_last or (batch_idx + 1) % k == 0:
+            self.optimizer_step(opt, clip=True)
+        return out
+
+    def manual_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
+        t = self.t
+        return t.hook.step(trainer=t, model=t.model, module=t.module, batch=batch, batch_idx=batch_idx,
+                           dataloader_idx=0, stage="train")
+
+    def backward(self, loss: torch.Tensor, optimizer: Any) -> None:
+        """``on_before_backward`` -> the precision's backward -> ``on_after_backward``."""
+        t = self.t
+        h = t.hook
+        if h.on_before_backward is not None:
+            h.on_before_backward(trainer=t, module=t.module, loss=loss)
+        h.backward(trainer=t, loss=loss, optimizer=optimizer)
+        if h.on_after_backward is not None:
+            h.on_after_backward(trainer=t, module=t.module)
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool) -> None:
+        """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization) -> step; counts a step."""
+        t = self.t
+        h, module = t.hook, t.module
+        if h.unscale_gradients is not None:
+            h.unscale_gradients(trainer=t, optimizer=optimizer)
+        if h.on_before_optimizer_step is not None:
+            h.on_before_optimizer_step(trainer=t, module=module, optimizer=optimizer)
+        clip_val = t.config.gradient_clip_val
+        if clip and clip_val:
+            h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
+                             algorithm=t.config.gradient_clip_algorithm or "norm")
+        h.optimizer_step(trainer=t, module=module, optimizer=optimizer)
+        self.progress.global_step += 1
+
+    def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
+        t = self.t
+        if isinstance(clip_val, bool) or not isinstance(clip_val, (int, float)) or not 0 <= clip_val < float("inf"):
+            raise ConfigurationError(f"clip_gradients(gradient_clip_val={clip_val!r}) is invalid: expected a finite "
+                                     "number >= 0.")
+        return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
+                                     algorithm=algorithm)
+
+    # -- schedulers ----------------------------------------------------------------------------------------
+    def step_schedulers(self, interval: str) -> None:
+        p = self.progress
+        counter = p.global_step if interval == "step" else p.current_epoch + 1
+        for config in self.t.lr_scheduler_configs:
+            if config.interval != interval or counter % config.frequency:
+                continue
+            if config.reduce_on_plateau:
+                if interval == "step":
+                    self._plateau(config)
+                continue
+            config.scheduler.step()
+
+    def step_plateau(self, interval: str) -> None:
+        epoch = self.progress.current_epoch
+        for config in self.t.lr_scheduler_configs:
+            if config.reduce_on_plateau and config.interval == interval and (epoch + 1) % config.frequency == 0:
+                self._plateau(config)
+
+    def _plateau(self, config: Any) -> None:
+        metrics = self.t.callback_metrics
+        value = metrics.get(config.monitor)
+        if value is None:
+            if config.strict:
+                raise ConfigurationError(
+                    f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged. "
+                    f"Logged metrics: {sorted(metrics) or '(none)'}. Log it with self.log, or set "
+                    "'strict': False in the lr_scheduler dict to skip the step instead.")
+            return
+        config.scheduler.step(float(value))
+
+    # -- validation within the fit -------------------------------------------------------------------------
+    def should_validate(self, batch_idx: int, is_last: bool) -> bool:
+        t, cfg = self.t, self.t.config
+        if not self.val_loaders or not any(t.num_val_batches):
+            return False
+        every_epoch = cfg.check_val_every_n_epoch
+        vci = None if cfg.fast_dev_run else cfg.val_check_interval
+        if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
+            assert isinstance(vci, int)
+            return self.progress.batches_seen % vci == 0
+        if (self.progress.current_epoch + 1) % every_epoch:
+            return False
+        if vci is None or (isinstance(vci, float) and vci == 1.0):
+            return is_last
+        every = vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))
+        return (batch_idx + 1) % every == 0
+
+    def _epoch_end_validation_due(self) -> bool:
+        """Validation at the end of an epoch that ended early (``-1``, ``max_steps``, ``should_stop``)."""
+        t, cfg, p = self.t, self.t.config, self.progress
+        if not self.val_loaders or not any(t.num_val_batches) or cfg.check_val_every_n_epoch is None:
+            return False
+        vci = None if cfg.fast_dev_run else cfg.val_check_interval
+        ended_early = self.loop.max_steps != -1 and p.global_step >= self.loop.max_steps
+        return ended_early and vci in (None, 1.0) and (p.current_epoch + 1) % cfg.check_val_every_n_epoch == 0
+
+    def run_validation(self) -> None:
+        """A validation run inside the fit; the training's logging context is handed back as it was."""
+        loop, t = self.loop, self.t
+        saved = loop.log_context.saved()
+        loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
+        if t.hook.log_metrics is not None:
+            loop.metrics.write_epoch(loop.val_results)
+        loop.log_context.restore(saved)
+        t.state.stage = "train"
+
+
+def _outputs(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return {"loss": out.detach()}
+    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
+        return {**out, "loss": out["loss"].detach()}
+    return out

@@ -1,0 +1,128 @@
+"""Role hooks: checkpoint storage; loggers. See :mod:`ember.hookspecs.roles`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ember.hookspecs.markers import hookspec
+
+if TYPE_CHECKING:
+    from ember.hookspecs.trainer import TrainerLike
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Checkpoint storage
+# ---------------------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def save_checkpoint(trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
+    """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``).
+
+    Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints).
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer.
+    :param checkpoint: the checkpoint.
+    :param path: the destination.
+    :returns: any non-None value to mark the hook answered. Stops at first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def load_checkpoint(trainer: TrainerLike | None, path: str, weights_only: bool) -> dict:
+    """Read a checkpoint dict from ``path``.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer, or None when loading outside a run (``Module.load_from_checkpoint``).
+    :param path: the file.
+    :param weights_only: refuse anything but tensors and plain containers (the default).
+    :returns: the checkpoint dict. Stops at first non-None result.
+    """
+
+
+@hookspec(firstresult=True)
+def remove_checkpoint(trainer: TrainerLike, path: str) -> Any:
+    """Delete a checkpoint written by ``save_checkpoint``.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer.
+    :param path: the file.
+    :returns: any non-None value to mark the hook answered. Stops at first non-None result.
+    """
+
+
+@hookspec
+def last_checkpoint_path(trainer: TrainerLike) -> str | None:
+    """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
+
+    Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
+    ``setup``; the newest existing answer is read), whenever requested checkpoints are written (the answered
+    files are written after the others), and when a fit stops on a signal (the checkpoint is written to every
+    answered path). Every implementation answers; with no answer, core uses
+    ``<default_root_dir>/checkpoints/last.ckpt``.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer.
+    :returns: a path, which need not exist yet, or None.
+    """
+
+
+@hookspec(firstresult=True)
+def requeue(trainer: TrainerLike, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
+    """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
+
+    Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
+    before it raises (``KeyboardInterrupt`` after Ctrl-C, ``ember.core.signals.SignalExit`` otherwise).
+    Answered by a cluster-environment plugin; nothing happens when none answers. ``requested`` is True when whoever asked for the stop (through
+    ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
+    from ``signum`` alone.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer.
+    :param signum: the signal that stopped the fit.
+    :param checkpoint_path: the checkpoint written, which the requeued job resumes from with
+        ``ckpt_path="last"``.
+    :param requested: a requeue was asked for explicitly.
+    :returns: any non-None value to mark the hook answered. Stops at first non-None result.
+    """
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loggers
+# ---------------------------------------------------------------------------------------------------------
+
+
+@hookspec
+def log_metrics(trainer: TrainerLike, metrics: dict, step: int) -> None:
+    """Record metrics (broadcast to every logger plugin: several loggers may be active at once).
+
+    Called on global rank 0: every ``log_every_n_steps`` optimizer steps with the step values logged during
+    that step, and after each training epoch and each validation/test run with the epoch values; ``metrics``
+    also holds ``epoch``. Values are Python floats, read off the device in one transfer only because a
+    logger implements this hook: with no logger, the loop reads nothing.
+
+    :ranks: global rank 0 only
+    :wrap: yes
+    :param trainer: the trainer.
+    :param metrics: name to float.
+    :param step: the ``global_step`` the values belong to.
+    """
+
+
+@hookspec
+def log_hyperparams(trainer: TrainerLike, params: dict) -> None:
+    """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's.
+
+    Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
+
+    :ranks: global rank 0 only
+    :wrap: yes
+    :param trainer: the trainer.
+    :param params: name to value.
+    """

@@ -1,0 +1,218 @@
+"""Checkpoint files written with ``torch.save`` and read with ``torch.load``: atomic writes and safe reads,
+shared by the ``checkpoint_io.torch`` storage and the sharded checkpoints of the strategies.
+
+Writes are atomic: the bytes go to a hidden temporary file next to the destination, are flushed and
+fsynced, the file is renamed over the destination (``os.replace``, atomic on POSIX and Windows), and the
+directory is fsynced so the rename itself survives a power loss. A crash at any moment leaves either the old
+file or the new one at the destination, never a mix; a temporary file left by a killed process is removed by
+the next save to the same destination.
+
+Reads accept torch's zip format only, verify every record's CRC-32 first (:mod:`.integrity`), use
+``torch.load(weights_only=True)`` unless the caller opts out (with a loud :class:`UnsafeLoadWarning`), and turn
+every way a file can be wrong (missing, empty, truncated, random bytes, a bare pickle, torch's legacy
+format, unsafe objects, damaged data) into a
+:class:`ember.CheckpointError` that names the file and the problem. No code in the file runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import glob
+import logging
+import os
+import pickle
+import secrets
+import shutil
+import socket
+import warnings
+import zipfile
+from typing import Any
+
+import torch
+
+from ember.core.errors import CheckpointError
+from ember.plugins._shared.integrity import offer_sibling, verify_zip
+
+log = logging.getLogger("ember")
+
+
+class UnsafeLoadWarning(UserWarning):
+    """A checkpoint was loaded with ``weights_only=False``: code in it could run."""
+
+_ZIP_MAGIC = b"PK\x03\x04"
+# torch's legacy (pre-1.6) format starts with a pickled magic number: protocol 2, LONG1 of 10 bytes.
+_LEGACY_MAGIC = b"\x80\x02\x8a\x0a"
+
+
+def _tmp_prefix(path: str) -> str:
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.")
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - e.g. Windows, where directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems do not support it
+        pass
+    finally:
+        os.close(fd)
+
+
+def _host() -> str:
+    return socket.gethostname().replace(".", "_") or "host"
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Remove temporary files of earlier saves to ``path`` whose writer (on this host) no longer runs."""
+    if os.name != "posix":  # os.kill(pid, 0) probes a process on POSIX only
+        return
+    prefix = _tmp_prefix(path)
+    for tmp in glob.glob(glob.escape(prefix) + "*.tmp"):
+        parts = tmp[len(prefix):-len(".tmp")].rsplit("-", 2)  # host-pid-token
+        if len(parts) != 3 or parts[0] != _host() or not parts[1].isdigit():
+            continue
+        pid = int(parts[1])
+        if pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+        except OSError:  # alive under another user, or unknowable: leave it
+            continue
+
+
+def atomic_save(obj: Any, path: str) -> None:
+    """``torch.save(obj)`` to ``path`` atomically: ``path`` holds the old bytes or all of the new ones."""
+    path = os.path.abspath(path)
+    directory = os.path.dirname(path)
+    os.makedirs(directory, exist_ok=True)
+    _remove_stale_temporaries(path)
+    tmp = f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        full = _disk_full_cause(exc)
+        if full is not None:
+            raise disk_full_error(path, obj, full) from None
+        raise
+    _fsync_dir(directory)
+
+
+_DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _disk_full_cause(exc: BaseException | None) -> OSError | None:
+    """The "no space" OSError behind ``exc`` (torch's writer may raise its own error while unwinding one)."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL:
+            return exc
+        failures = getattr(exc, "failures", None)  # torch.distributed.checkpoint's per-rank errors
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                found = _disk_full_cause(failure[0] if isinstance(failure, tuple) else failure)
+                if found is not None:
+                    return found
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+def _tensor_bytes(obj: Any) -> int:
+    if isinstance(obj, torch.Tensor):
+        return obj.untyped_storage().nbytes()
+    if isinstance(obj, dict):
+        return sum(_tensor_bytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_tensor_bytes(v) for v in obj)
+    return 0
+
+
+def disk_full_error(path: str, obj: Any, exc: OSError) -> CheckpointError:
+    """The error of a save that ran out of space: where, how much is free, about how much it needs."""
+    try:
+        free = shutil.disk_usage(os.path.dirname(path)).free
+    except OSError:
+        free = -1
+    needed = _tensor_bytes(obj)
+    state = f"{free / 2**20:.1f} MiB free" if free >= 0 else "free space unknown"
+    return CheckpointError(f"cannot write {path}: no space left on the device ({exc.strerror}; {state}, the "
+                           f"checkpoint needs about {needed / 2**20:.1f} MiB). The previous file at this path, if "
+                           "any, is intact. Free some space or write checkpoints elsewhere (ModelCheckpoint(dirpath="
+                           "...) or Trainer(default_root_dir=...)).")
+
+
+def _first_line_with(text: str, *needles: str) -> str:
+    for line in text.splitlines():
+        if any(n in line for n in needles):
+            return line.strip()
+    return ""
+
+
+def safe_load(path: str, weights_only: bool = True) -> Any:
+    """``torch.load`` to the CPU, with every failure reported as a CheckpointError naming ``path``."""
+    if not os.path.exists(path):
+        raise CheckpointError(f"no checkpoint at {path}: the file does not exist.")
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file (a sharded checkpoint is read by the "
+                              "strategy that wrote it).")
+    size = os.path.getsize(path)
+    if size == 0:
+        raise CheckpointError(f"{path} is empty (0 bytes): its write never completed. Use an earlier checkpoint."
+                              f"{offer_sibling(path)}")
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == _ZIP_MAGIC:
+        if not zipfile.is_zipfile(path):
+            raise CheckpointError(f"{path} is truncated: it starts like a torch checkpoint (a zip archive) but its "
+                                  f"end-of-archive record is missing ({size} bytes). The file was cut short, e.g. "
+                                  f"copied or written incompletely; use an earlier checkpoint.{offer_sibling(path)}")
+    elif head == _LEGACY_MAGIC:
+        raise CheckpointError(f"{path} is in torch's legacy (pre-1.6) file format, which ember does not read: load "
+                              "it with torch.load and save it again with torch.save.")
+    else:
+        if head[:1] == b"\x80":
+            raise CheckpointError(f"{path} is a bare pickle file, not a torch checkpoint. Ember does not unpickle "
+                                  "arbitrary files: unpickling can run code.")
+        raise CheckpointError(f"{path} is not a checkpoint: it is not a torch zip archive (it starts with the bytes "
+                              f"{head.hex(' ')}). It is damaged or another kind of file.{offer_sibling(path)}")
+    verify_zip(path)
+    if not weights_only:
+        warn_unsafe_load(path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=weights_only)
+    except pickle.UnpicklingError as exc:
+        detail = _first_line_with(str(exc), "GLOBAL", "global")
+        if weights_only and detail:
+            raise CheckpointError(
+                f"{path} holds Python objects other than tensors and plain containers, which a weights-only load "
+                f"refuses to build ({detail}). Nothing in it was run. If you wrote this file and trust it, load it "
+                "with weights_only=False (e.g. trainer.fit(..., weights_only=False)).") from None
+        raise CheckpointError(f"{path} is damaged: its data cannot be read "
+                              f"({_first_line_with(str(exc), 'error', 'Unsupported') or type(exc).__name__})."
+                              f"{offer_sibling(path)}") from None
+    except (RuntimeError, EOFError, ValueError, zipfile.BadZipFile, OSError, KeyError, TypeError, IndexError,
+            AttributeError, MemoryError, OverflowError) as exc:
+        message = str(exc).split(". ")[0][:300] or type(exc).__name__
+        raise CheckpointError(f"{path} is damaged or truncated: torch cannot read it ({message})."
+                              f"{offer_sibling(path)}") from None
+
+
+def warn_unsafe_load(path: str) -> None:
+    """The loud warning of every ``weights_only=False`` load: the file's pickled code runs."""
+    message = (f"loading {path} with weights_only=False: any code pickled in this file runs now, with your "
+               "permissions. Do this only for files you wrote yourself; ember's own checkpoints never need it.")
+    log.warning(message)
+    warnings.warn(message, UnsafeLoadWarning, stacklevel=4)

@@ -1,0 +1,41 @@
+"""docs/architecture.md stays true: its example runs, every hook its batch path names exists, and every module
+its layer map names is there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import ember
+from ember.hookspecs.reference import spec_names
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / "docs" / "architecture.md").read_text()
+FENCE = "`" * 3
+
+
+def blocks(language: str) -> list[str]:
+    return re.findall(rf"^{FENCE}{language}\n(.*?)^{FENCE}$", PAGE, flags=re.S | re.M)
+
+
+def test_the_example_runs() -> None:
+    (example,) = blocks("python")
+    exec(compile(example, "docs/architecture.md", "exec"), {"__name__": "architecture_doc"})
+
+
+def test_every_hook_on_the_batch_path_exists() -> None:
+    path = blocks("")[1]
+    roles = set(re.findall(r"(?<![.\w])([a-z_]+)\(\)", path))  # model.eval() is torch's, not a hook
+    events = set(re.findall(r"\b(on_[a-z_]+)\b", path))
+    named = roles | events
+    assert len(events) > 25, events
+    unknown = sorted(n for n in named if n not in spec_names())
+    assert not unknown, f"docs/architecture.md names hooks that do not exist: {unknown}"
+    for generic in ("setup", "teardown", "prepare_data", "configure_model"):
+        assert generic in spec_names() and generic in path
+
+
+def test_every_module_on_the_layer_map_exists() -> None:
+    layers = blocks("")[0]
+    for name in re.findall(r"\b([a-z_]+\.py)\b", layers):
+        assert list(Path(ember.__file__).parent.rglob(name)), f"docs/architecture.md names {name}, which is gone"
