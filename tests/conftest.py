@@ -58,7 +58,6 @@ class _Snapshot:
         self.handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
         self.excepthook = sys.excepthook
         self.path = list(sys.path)
-        self.meta_path = list(sys.meta_path)
         self.process_group = _process_group()
 
     def restore(self) -> list[str]:
@@ -86,10 +85,10 @@ class _Snapshot:
         if sys.excepthook is not self.excepthook:
             leaks.append("sys.excepthook")
             sys.excepthook = self.excepthook
-        for name, now, before in (("sys.path", sys.path, self.path), ("sys.meta_path", sys.meta_path, self.meta_path)):
-            if now != before:
-                leaks.append(f"{name} entries {[p for p in now if p not in before]!r}")
-                now[:] = before
+        # (sys.meta_path is not compared: importing importlib_metadata, say, adds its finder there for good)
+        if sys.path != self.path:
+            leaks.append(f"sys.path entries {[p for p in sys.path if p not in self.path]!r}")
+            sys.path[:] = self.path
         if _process_group() and not self.process_group:
             leaks.append("a torch.distributed process group")
             torch.distributed.destroy_process_group()
@@ -104,8 +103,8 @@ def _process_group() -> bool:
 def _no_leaks_into_the_next_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails a test that leaves the process changed for the tests after it: environment variables, the working
     directory, torch's global modes (deterministic algorithms, anomaly detection, default dtype, grad mode,
-    matmul precision, threads, default device), signal handlers, ``sys.excepthook``, ``sys.path`` and import
-    hooks (how fake plugin distributions are registered). Whatever changed is put back either way, and a
+    matmul precision, threads, default device), signal handlers, ``sys.excepthook`` and ``sys.path`` (how fake
+    plugin distributions are registered). Whatever changed is put back either way, and a
     process group left initialized is destroyed (it would change how the next test evaluates).
 
     Requests no other fixture, so it is set up before and torn down after every fixture of the test (including
