@@ -50,12 +50,10 @@ _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_D
 _LIBRARY_ENV_PREFIXES = ("_TORCHINDUCTOR", "TORCHINDUCTOR", "TRITON")
 
 
-def _library_side_effect(entry: object) -> bool:
-    """A sys.path or sys.meta_path entry that a third-party library adds once, when first imported (setuptools'
-    vendored packages, absl's reload detector under TensorBoard): not a test's doing, and harmless to keep."""
-    if isinstance(entry, str):
-        return "site-packages" in entry
-    return type(entry).__module__.split(".")[0] in {"absl", "setuptools", "_distutils_hack", "pkg_resources"}
+def _library_side_effect(entry: str) -> bool:
+    """A sys.path entry that a third-party library adds once, when first imported (setuptools' vendored
+    packages): not a test's doing, and harmless to keep."""
+    return "site-packages" in entry
 
 
 def _env() -> dict[str, str]:
@@ -72,7 +70,6 @@ class _Snapshot:
         self.handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
         self.excepthook = sys.excepthook
         self.path = list(sys.path)
-        self.meta_path = list(sys.meta_path)
         self.process_group = _process_group()
 
     def restore(self) -> list[str]:
@@ -100,11 +97,11 @@ class _Snapshot:
         if sys.excepthook is not self.excepthook:
             leaks.append("sys.excepthook")
             sys.excepthook = self.excepthook
-        for name, now, before in (("sys.path", sys.path, self.path), ("sys.meta_path", sys.meta_path, self.meta_path)):
-            added = [p for p in now if p not in before and not _library_side_effect(p)]
-            if added or any(p not in now for p in before):
-                leaks.append(f"{name} entries {added!r}")
-                now[:] = before + [p for p in now if p not in before and _library_side_effect(p)]
+        # (sys.meta_path is not compared: importing importlib_metadata, say, adds its finder there for good)
+        added = [p for p in sys.path if p not in self.path and not _library_side_effect(p)]
+        if added or any(p not in sys.path for p in self.path):
+            leaks.append(f"sys.path entries {added!r}")
+            sys.path[:] = self.path + [p for p in sys.path if p not in self.path and _library_side_effect(p)]
         if _process_group() and not self.process_group:
             leaks.append("a torch.distributed process group")
             torch.distributed.destroy_process_group()
@@ -119,8 +116,8 @@ def _process_group() -> bool:
 def _no_leaks_into_the_next_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fails a test that leaves the process changed for the tests after it: environment variables, the working
     directory, torch's global modes (deterministic algorithms, anomaly detection, default dtype, grad mode,
-    matmul precision, threads, default device), signal handlers, ``sys.excepthook``, ``sys.path`` and import
-    hooks (how fake plugin distributions are registered). Whatever changed is put back either way, and a
+    matmul precision, threads, default device), signal handlers, ``sys.excepthook`` and ``sys.path`` (how fake
+    plugin distributions are registered). Whatever changed is put back either way, and a
     process group left initialized is destroyed (it would change how the next test evaluates).
 
     Requests no other fixture, so it is set up before and torn down after every fixture of the test (including

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import torch
+from dist_support import free_port
 
 import ember
 from ember.launcher import describe_failure, script_argv
@@ -209,6 +210,10 @@ def test_slurms_warning_signal_checkpoints_stops_and_requeues(tmp_path: Any, fak
     for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "1",
                  "SLURM_NODEID": "0"}.items():
         no_launcher.setenv(k, v)
+    # this machine and a port of its own (the job's first node is not a real host here, and the port derived
+    # from the job id is the same for every run of this test on the machine)
+    no_launcher.setenv("MASTER_ADDR", "127.0.0.1")
+    no_launcher.setenv("MASTER_PORT", str(free_port()))
 
     class WarnAtStep3:
         def on_train_batch_end(self, trainer: Any) -> None:

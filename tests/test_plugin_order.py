@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from dist_support import needs_fsdp
 
 import ember
 
@@ -127,6 +128,7 @@ def test_wrappers_given_first_are_outermost(ember_run) -> None:
 # -- plugins talk through hooks ----------------------------------------------------------------------------------
 
 
+@needs_fsdp
 @pytest.mark.parametrize(("precision", "expected"), [("bf16-mixed", "torch.bfloat16"), ("16-mixed", "torch.float16"),
                                                      ("32-true", "None"), ("bf16-true", "None")])
 def test_fsdp_follows_the_precision_through_a_hook(precision: str, expected: str) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dist_support import needs_fsdp
 
 import ember
 from ember.plugins.callbacks import ModelCheckpoint
@@ -147,6 +148,7 @@ def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: s
     assert "callbacks=['nan-guard']" in message and "set_detect_anomaly" in message
 
 
+@needs_fsdp
 def test_a_full_disk_during_a_sharded_save_keeps_the_previous_one(tmp_path: Path) -> None:
     import subprocess
 
