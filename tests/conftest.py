@@ -46,6 +46,9 @@ _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torc
                            "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
+#: Variables libraries keep for the process once used (torch's compiler, a wandb service); and entries under
+#: site-packages on sys.path are libraries' own vendoring: neither is a test's leak.
+_LIBRARY_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_", "WANDB_")
 
 
 class _Snapshot:
@@ -65,7 +68,7 @@ class _Snapshot:
         leaks: list[str] = []
         env = {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV}
         for name in sorted(env.keys() | self.env.keys()):
-            if env.get(name) != self.env.get(name):
+            if env.get(name) != self.env.get(name) and not name.startswith(_LIBRARY_ENV_PREFIXES):
                 leaks.append(f"env {name}")
                 if name in self.env:
                     os.environ[name] = self.env[name]
@@ -86,7 +89,7 @@ class _Snapshot:
             leaks.append("sys.excepthook")
             sys.excepthook = self.excepthook
         # (sys.meta_path is not compared: importing importlib_metadata, say, adds its finder there for good)
-        if sys.path != self.path:
+        if [p for p in sys.path if "site-packages" not in p] != [p for p in self.path if "site-packages" not in p]:
             leaks.append(f"sys.path entries {[p for p in sys.path if p not in self.path]!r}")
             sys.path[:] = self.path
         if _process_group() and not self.process_group:
