@@ -46,25 +46,16 @@ _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torc
                            "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
-#: Variables torch's compiler sets for the process the first time it runs (names vary between torch versions).
-_LIBRARY_ENV_PREFIXES = ("_TORCHINDUCTOR", "TORCHINDUCTOR", "TRITON")
-
-
-def _library_side_effect(entry: str) -> bool:
-    """A sys.path entry that a third-party library adds once, when first imported (setuptools' vendored
-    packages): not a test's doing, and harmless to keep."""
-    return "site-packages" in entry
-
-
-def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV and not k.startswith(_LIBRARY_ENV_PREFIXES)}
+#: Variables libraries keep for the process once used (torch's compiler, a wandb service); and entries under
+#: site-packages on sys.path are libraries' own vendoring: neither is a test's leak.
+_LIBRARY_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_", "WANDB_")
 
 
 class _Snapshot:
     """The process-wide state a test could leak into the tests after it."""
 
     def __init__(self) -> None:
-        self.env = _env()
+        self.env = {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV}
         self.cwd = os.getcwd()
         self.torch = _torch_modes()
         self.handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
@@ -75,9 +66,9 @@ class _Snapshot:
     def restore(self) -> list[str]:
         """Put everything back; return what had changed."""
         leaks: list[str] = []
-        env = _env()
+        env = {k: v for k, v in os.environ.items() if k not in _PYTEST_ENV}
         for name in sorted(env.keys() | self.env.keys()):
-            if env.get(name) != self.env.get(name):
+            if env.get(name) != self.env.get(name) and not name.startswith(_LIBRARY_ENV_PREFIXES):
                 leaks.append(f"env {name}")
                 if name in self.env:
                     os.environ[name] = self.env[name]
@@ -98,10 +89,9 @@ class _Snapshot:
             leaks.append("sys.excepthook")
             sys.excepthook = self.excepthook
         # (sys.meta_path is not compared: importing importlib_metadata, say, adds its finder there for good)
-        added = [p for p in sys.path if p not in self.path and not _library_side_effect(p)]
-        if added or any(p not in sys.path for p in self.path):
-            leaks.append(f"sys.path entries {added!r}")
-            sys.path[:] = self.path + [p for p in sys.path if p not in self.path and _library_side_effect(p)]
+        if [p for p in sys.path if "site-packages" not in p] != [p for p in self.path if "site-packages" not in p]:
+            leaks.append(f"sys.path entries {[p for p in sys.path if p not in self.path]!r}")
+            sys.path[:] = self.path
         if _process_group() and not self.process_group:
             leaks.append("a torch.distributed process group")
             torch.distributed.destroy_process_group()

@@ -5,6 +5,7 @@ APIs that differ between releases are detected rather than assumed. The suite ru
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from dist_support import fsdp_available
+from dist_support import SCRIPTS, fsdp_available, needs_fsdp, run
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -109,10 +110,25 @@ def test_the_torch_profiler_runs_twice_in_one_process(tmp_path: Path) -> None:
     """Two profiled runs back to back, the second after the first stopped its profiler."""
     from ember.plugins.profilers.torch_profiler import TorchProfiler
 
-    for run in range(2):
-        profiler = TorchProfiler(dirpath=tmp_path / str(run), print_summary=False)
+    for attempt in range(2):
+        profiler = TorchProfiler(dirpath=tmp_path / str(attempt), print_summary=False)
         trainer = ember.Trainer(accelerator="cpu", max_epochs=1, logger=False, enable_progress_bar=False,
                                 enable_model_summary=False, enable_checkpointing=False, num_sanity_val_steps=0,
                                 profiler=profiler)
         trainer.fit(TinyClassifier(), tiny_loaders(n=64)[0])
         assert profiler.path is not None and Path(profiler.path).stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("fsdp", marks=needs_fsdp)])
+def test_two_processes_with_the_default_settings(tmp_path: Path, strategy: str) -> None:
+    """Sanity check, checkpointing and logging on, as a user gets them (FSDP crashed here with inference
+    tensors left by the sanity check)."""
+    run([sys.executable, str(SCRIPTS / "defaults_job.py"), str(tmp_path), strategy], cwd=tmp_path, timeout=240)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        assert r["global_step"] == 8  # 64 samples, 2 ranks, batch 8: 4 steps an epoch
+        assert r["sanity_batches"] == 2  # the default sanity check ran its 2 batches
+        assert {"train_loss", "val_loss", "val_acc"} <= set(r["metrics"])
+    assert ranks[0]["best"] and Path(ranks[0]["best"]).exists()
+    assert any(Path(ranks[0]["log_dir"]).rglob("metrics.csv"))
