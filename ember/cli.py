@@ -1,29 +1,20 @@
-"""The ``ember`` command. Each sub-command registers itself in ``COMMANDS``."""
+"""The ``ember`` command. Each sub-command registers itself in ``COMMANDS`` (:mod:`ember.cli_registry`); the
+modules of the sub-commands depend on the registry, never on this module, so the CLI imports one way."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-#: name -> (help, add_arguments(parser), run(args) -> exit code)
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+from ember import (
+    cli_config,  # noqa: F401  (fit, validate, test, predict)
+    cli_plugins,  # noqa: F401  (plugins, hooks)
+    cli_tools,  # noqa: F401  (tune, plot)
+)
+from ember.cli_registry import COMMANDS, RAW_COMMANDS, command
 
-
-#: Commands that parse their own arguments: ``run(args)`` gets ``args.argv``, the words after the command.
-RAW_COMMANDS: set[str] = set()
-
-
-def command(name: str, help: str, add_arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None,
-            raw: bool = False):
-    def register(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-        COMMANDS[name] = (help, add_arguments, run)
-        if raw:
-            RAW_COMMANDS.add(name)
-        return run
-
-    return register
-
+__all__ = ["COMMANDS", "RAW_COMMANDS", "build_parser", "command", "main"]
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-epochs", type=int, default=30)
@@ -129,14 +120,5 @@ def _main(argv: Sequence[str] | None = None) -> int:
     return int(args._run(args) or 0)
 
 
-# Sub-commands that live in their own modules register themselves on import.
-from ember import (  # noqa: E402,F401
-    cli_config,  # fit, validate, test, predict
-    cli_plugins,  # plugins, hooks
-    cli_tools,  # tune, plot
-)
-
-if __name__ == "__main__":  # run as ember.cli, so that commands registered from other modules are seen
-    from ember.cli import main as _main
-
-    sys.exit(_main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -38,7 +38,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ember.cli import command
+from ember.cli_registry import command
 from ember.core.errors import ConfigurationError, EmberError
 from ember.core.options import Option, declared_options
 from ember.hookspecs import hookimpl

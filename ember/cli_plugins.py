@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ember.cli import command
+from ember.cli_registry import command
 from ember.core import discovery
 from ember.core.errors import EmberError, PluginError
 

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any
 
-from ember.cli import command
+from ember.cli_registry import command
 
 TUNE_HELP = "run the learning-rate finder and/or the batch-size finder (then optionally fit)"
 

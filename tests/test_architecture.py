@@ -116,3 +116,63 @@ def test_the_family_rule_catches_a_cross_import() -> None:
     found = scan("from ember.plugins.environments import torchrun\nfrom ..precision import fp16_mixed\n",
                  "ember.plugins.strategies", skip_type_checking=True)
     assert {_plugin_family(m) for _, m in found} >= {"environments", "precision"}
+
+
+def _import_time_graph() -> dict[str, set[str]]:
+    """ember module -> the ember modules it imports when it is imported: statements at module level (inside
+    ``try``/``if`` too), not those in functions or under ``if TYPE_CHECKING``."""
+    modules: dict[str, Path] = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        tree = ast.parse(path.read_text())
+        statements: list[ast.stmt] = []
+        pending = list(tree.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                continue
+            if isinstance(node, (ast.If, ast.Try)):
+                pending += node.body + node.orelse + getattr(node, "finalbody", []) + \
+                    [s for h in getattr(node, "handlers", []) for s in h.body]
+            statements.append(node)
+        source = "\n".join(ast.unparse(s) for s in statements if isinstance(s, (ast.Import, ast.ImportFrom)))
+        graph[name] = {m for _, m in scan(source, package, skip_type_checking=False) if m in modules and m != name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of ``graph``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
+
+
+def test_no_import_cycles() -> None:
+    cycle = _cycle(_import_time_graph())
+    assert cycle is None, f"import cycle at import time: {' -> '.join(cycle or [])}. Move what both sides need " \
+                          "into a module that imports neither, or import inside the function that needs it."
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
