@@ -26,7 +26,8 @@ import torch
 
 import ember
 
-FEATURES_OFF = {"enable_progress_bar": False, "logger": False, "enable_model_summary": False}
+FEATURES_OFF = {"enable_progress_bar": False, "logger": False, "enable_model_summary": False,
+                "detect_nonfinite_loss": False}
 
 
 def off_args() -> dict:

@@ -31,7 +31,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 import ember
 
 FEATURES_OFF = {"enable_progress_bar": False, "logger": False, "enable_checkpointing": False,
-                "enable_model_summary": False}
+                "enable_model_summary": False, "detect_nonfinite_loss": False}
 BATCH = 32
 
 

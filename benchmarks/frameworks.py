@@ -40,7 +40,7 @@ Run = Callable[[], float]
 
 #: Trainer arguments that switch ember's optional features off, for those this version has.
 EMBER_OFF = {"enable_progress_bar": False, "logger": False, "enable_checkpointing": False,
-             "enable_model_summary": False, "num_sanity_val_steps": 0}
+             "enable_model_summary": False, "num_sanity_val_steps": 0, "detect_nonfinite_loss": False}
 
 
 def ember_off_args() -> dict[str, Any]:

@@ -148,6 +148,23 @@ def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: s
     assert "callbacks=['nan-guard']" in message and "set_detect_anomaly" in message
 
 
+def test_detect_nonfinite_loss_false_switches_the_loss_check_off(tmp_path: Path) -> None:
+    import warnings
+
+    import torch
+
+    class GoesNaN(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            return super().training_step(batch, batch_idx) * float("nan")
+
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), log_every_n_steps=1, accelerator="cpu",
+                            detect_nonfinite_loss=False, **QUIET)
+    assert "callback.loss-check" not in [identity for identity, _ in trainer.extra_plugins]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no NonFiniteLossWarning (nor any other)
+        trainer.fit(GoesNaN(), *tiny_loaders(n=16))
+
+
 @needs_fsdp
 def test_a_full_disk_during_a_sharded_save_keeps_the_previous_one(tmp_path: Path) -> None:
     import subprocess

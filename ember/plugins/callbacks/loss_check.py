@@ -1,7 +1,6 @@
 """``callback.loss-check``: warn once when the training loss turns NaN or infinite.
 
-On by default (it follows ``Trainer(log_every_n_steps=...)``; switch it off with
-``block_plugins=["callback.loss-check"]``). To keep training free of host-device synchronisation, the loss
+On by default; ``Trainer(detect_nonfinite_loss=False)`` switches it off. To keep training free of host-device synchronisation, the loss
 is looked at only on logging steps (every ``log_every_n_steps`` optimizer steps), without waiting for the
 device (see :class:`LossCheck`), so
 the warning names the step where a non-finite loss was first seen, at most ``log_every_n_steps - 1`` steps
@@ -17,6 +16,7 @@ from typing import Any
 
 import torch
 
+from ember.core.options import boolean
 from ember.hookspecs import hookimpl
 
 
@@ -37,7 +37,10 @@ class LossCheck:
     @staticmethod
     @hookimpl
     def add_options(options: Any) -> None:
-        options.switched_on_by("log_every_n_steps", replaced_by="callback.loss-check")
+        options.add("detect_nonfinite_loss", type="bool", default=True, validate=boolean("detect_nonfinite_loss"),
+                    switches="callback.loss-check",
+                    help="warn once, naming the step, when the training loss turns NaN or infinite (looked at on "
+                         "logging steps, without a host-device sync); False: off")
 
     def __init__(self) -> None:
         self.warned = False
