@@ -143,7 +143,9 @@ class SWA(WeightAveraging):
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
         if self.scheduler is not None:
-            state["scheduler"] = self.scheduler.state_dict()
+            # torch before 2.5 keeps SWALR's annealing function in its state: a function is no checkpoint data,
+            # and the rebuilt scheduler has it already
+            state["scheduler"] = {k: v for k, v in self.scheduler.state_dict().items() if not callable(v)}
             state["annealed_epoch"] = self._annealed_epoch
         return state
 
