@@ -46,9 +46,8 @@ _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torc
                            "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
-#: Variables libraries keep for the process once used (torch's compiler; torch 2.4's CUDA module loading
-#: module loading; a wandb service); and entries under
-#: site-packages on sys.path are libraries' own vendoring: neither is a test's leak.
+#: Variables libraries keep for the process once used (torch's compiler; torch 2.4's CUDA module loading; a wandb
+#: service); and entries under site-packages on sys.path are libraries' own vendoring: neither is a test's leak.
 _LIBRARY_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_", "WANDB_", "CUDA_MODULE_LOADING")
 
 
