@@ -31,12 +31,16 @@ def test_a_stuck_rank_is_named_and_every_rank_stops(tmp_path: Path, stuck: int) 
     seconds = ended - float((tmp_path / "stuck").read_text())
     print(f"rank {stuck} stuck: the job ended {seconds:.1f} s later (hang_timeout={TIMEOUT:g} s)")
     other = 1 - stuck
-    expected = (f"HangError: rank {stuck} made no progress for 5 s at global step 3, in training_step "
+    expected = (f"rank {stuck} made no progress for 5 s at global step 3, in training_step "
                 f"({SCRIPTS / 'slow_ddp_job.py'}:")
     summary = out[out.index("ember run: "):]
     first = summary.splitlines()[0]
-    assert expected in first and f"ranks [{other}] wait for it" in first, out  # the right rank is blamed
-    if _TORCH >= (2, 13):  # torch 2.4's agent keeps only the failure that came first (the waiting rank's)
+    assert "HangError: rank " in first and expected in first, out  # the stuck rank is named: step, hook, line
+    # the waiting rank is said to wait; on a loaded machine, when both stood still at the same count, the verdict
+    # names both as suspects instead (it cannot tell them apart then)
+    assert f"ranks [{other}] wait for it" in first or f"rank {other} made no progress" in first, out
+    tie = f"ranks [{other}] wait for it" not in first
+    if _TORCH >= (2, 13) and not tie:  # torch 2.4's agent keeps only the failure that came first (the waiting one)
         assert first.startswith(f"ember run: rank {stuck} "), out
         assert f"rank {other}: HangError: rank {stuck} made no progress" in summary  # every process stopped with it
     assert seconds < TIMEOUT + GRACE + 10  # detection within about a heartbeat of the timeout, then the exit
