@@ -212,7 +212,9 @@ class _Monitor:
     def _verdict(self) -> str:
         if self.store.check(["verdict"]):
             return self.store.get("verdict").decode()
-        ranks = range(self.world) if self.rank == 0 else [0]
+        # rank 0 watches everyone; the others watch rank 0 (its hang stops the job too) and know where they are
+        # themselves, so that whichever process reaches the verdict first can say who waits for whom
+        ranks = range(self.world) if self.rank == 0 else sorted({0, self.rank})
         now = time.monotonic()
         records = {}
         for r in ranks:
