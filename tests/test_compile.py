@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ember
-from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_loaders
+from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_loaders  # FAST_TRAINER_ARGS: accelerator="cpu"
 
 pytestmark = pytest.mark.slow  # compiling on the CPU takes seconds
 

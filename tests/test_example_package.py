@@ -145,7 +145,8 @@ FITS = """
     for name, run in json.loads(os.environ["RUNS"]).items():
         os.environ.pop("EMBER_BLOCK_PLUGINS", None)
         os.environ.update(run.get("env", {}))
-        trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, default_root_dir=run["dir"], **run["kwargs"])
+        trainer = ember.Trainer(accelerator="cpu", max_epochs=1, num_sanity_val_steps=0,
+                                default_root_dir=run["dir"], **run["kwargs"])
         model = Probe()
         trainer.fit(model, *tiny_loaders())
         summary = os.path.join(run["dir"], "run_summary.json")

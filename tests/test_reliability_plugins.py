@@ -78,7 +78,7 @@ def test_keyboard_interrupt_at_import_still_interrupts(ember_distribution) -> No
     ember_distribution("ctrl-c-dist", entry_points={"ember.autoload": {"callback.ctrlc": "ctrlc_mod:X"}},
                        modules={"ctrlc_mod.py": INTERRUPTED_AT_IMPORT})
     with pytest.raises(KeyboardInterrupt):
-        ember.Trainer()
+        ember.Trainer(accelerator="cpu")
 
 
 @pytest.fixture

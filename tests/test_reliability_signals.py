@@ -53,7 +53,8 @@ JOB = textwrap.dedent('''
 
     if __name__ == "__main__":
         model = Slow(long_step=int(sys.argv[2]))
-        trainer = ember.Trainer(max_epochs=1000, default_root_dir="root", logger=False, enable_progress_bar=False,
+        trainer = ember.Trainer(accelerator="cpu", max_epochs=1000, default_root_dir="root", logger=False,
+                                enable_progress_bar=False,
                                 enable_model_summary=False, num_sanity_val_steps=0, callbacks=[Events()],
                                 enable_checkpointing=sys.argv[1] == "on")
         try:

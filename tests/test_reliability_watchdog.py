@@ -64,7 +64,8 @@ def test_a_single_process_run_has_no_watchdog_thread(tmp_path: Path) -> None:
         def on_train_batch_end(self) -> None:
             seen.append(sorted(t.name for t in threading.enumerate()))
 
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), logger=False, enable_progress_bar=False,
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=1, default_root_dir=str(tmp_path), logger=False,
+                            enable_progress_bar=False,
                             enable_model_summary=False, enable_checkpointing=False, callbacks=[Probe()])
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     assert seen and not any("ember-hang-watchdog" in names for names in seen)

@@ -239,7 +239,8 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
             raise CheckpointError(
                 f"{path} holds Python objects other than tensors and plain containers, which a weights-only load "
                 f"refuses to build ({detail}). Nothing in it was run. If you wrote this file and trust it, load it "
-                "with weights_only=False (e.g. trainer.fit(..., weights_only=False)).") from None
+                "with weights_only=False "  # safe: the text of an error; nothing is loaded here
+                "(e.g. trainer.fit(..., weights_only=False)).") from None  # safe: the text of an error
         raise CheckpointError(f"{path} is damaged: its data cannot be read "
                               f"({_first_line_with(str(exc), 'error', 'Unsupported') or type(exc).__name__})."
                               f"{offer_sibling(path)}") from None
@@ -252,7 +253,8 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
 
 def warn_unsafe_load(path: str) -> None:
     """The loud warning of every ``weights_only=False`` load: the file's pickled code runs."""
-    message = (f"loading {path} with weights_only=False: any code pickled in this file runs now, with your "
+    unsafe = "weights_only=False"  # safe: the text of the warning of a load the caller opted into
+    message = (f"loading {path} with {unsafe}: any code pickled in this file runs now, with your "
                "permissions. Do this only for files you wrote yourself; ember's own checkpoints never need it.")
     log.warning(message)
     warnings.warn(message, UnsafeLoadWarning, stacklevel=4)

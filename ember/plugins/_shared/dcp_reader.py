@@ -74,7 +74,7 @@ def _get_layout(name: Any) -> torch.layout:
     return layout
 
 
-class MetadataUnpickler(pickle.Unpickler):
+class MetadataUnpickler(pickle.Unpickler):  # safe: find_class allows only DCP metadata types
     """Unpickles DCP metadata and nothing else."""
 
     def __init__(self, file: Any, source: str) -> None:
@@ -104,7 +104,7 @@ def read_metadata(folder: str) -> Metadata:
     path = os.path.join(folder, ".metadata")
     try:
         with open(path, "rb") as f:
-            metadata = MetadataUnpickler(f, path).load()
+            metadata = MetadataUnpickler(f, path).load()  # safe: restricted unpickler
     except CheckpointError:
         raise
     except Exception as exc:  # any malformed pickle: a clear error, never a traceback from pickle's insides
