@@ -1,0 +1,53 @@
+"""Lightning's callback names for ember's callbacks (``from ember.lightning.callbacks import ModelCheckpoint``).
+
+Each class is imported when first used. Lightning names without an ember counterpart raise an
+``AttributeError`` that says so.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ember.core.callback import Callback
+
+#: Lightning's name -> (ember module, ember class).
+ALIASES = {
+    "ModelCheckpoint": ("ember.plugins.callbacks.model_checkpoint", "ModelCheckpoint"),
+    "EarlyStopping": ("ember.plugins.callbacks.early_stopping", "EarlyStopping"),
+    "LearningRateMonitor": ("ember.plugins.callbacks.lr_monitor", "LearningRateMonitor"),
+    "ModelSummary": ("ember.plugins.callbacks.model_summary", "ModelSummary"),
+    "Timer": ("ember.plugins.callbacks.timer", "Timer"),
+    "StochasticWeightAveraging": ("ember.plugins.callbacks.swa", "SWA"),
+    "WeightAveraging": ("ember.plugins.callbacks.weight_averaging", "WeightAveraging"),
+    "EMAWeightAveraging": ("ember.plugins.callbacks.ema", "EMA"),
+    "BasePredictionWriter": ("ember.plugins.callbacks.prediction_writer", "PredictionWriter"),
+    "TQDMProgressBar": ("ember.plugins.progress.tqdm_bar", "TQDMProgressBar"),
+    "RichProgressBar": ("ember.plugins.progress.rich_bar", "RichProgressBar"),
+    "ProgressBar": ("ember.plugins.progress", "ProgressBar"),
+}
+#: Lightning callbacks ember has no class for, with the ember way.
+MISSING = {
+    "GradientAccumulationScheduler": "pass Trainer(accumulate_grad_batches=N)",
+    "BackboneFinetuning": "unfreeze layers yourself in on_train_epoch_start",
+    "BaseFinetuning": "unfreeze layers yourself in on_train_epoch_start",
+    "BatchSizeFinder": "use ember.tuner (`ember tune`, Tuner.scale_batch_size)",
+    "LearningRateFinder": "use ember.tuner (Tuner.lr_find)",
+    "DeviceStatsMonitor": "log torch.cuda.memory_allocated() yourself with self.log",
+    "LambdaCallback": "subclass ember.lightning.Callback",
+    "ModelPruning": "call torch.nn.utils.prune in a callback",
+    "OnExceptionCheckpoint": "ModelCheckpoint(save_last=True) with resume (ckpt_path='last')",
+    "SpikeDetection": "use the nan-guard or loss-check callbacks",
+    "ThroughputMonitor": "measure with a callback of your own",
+}
+
+__all__ = ["Callback", *ALIASES]
+
+
+def __getattr__(name: str) -> Any:
+    found = ALIASES.get(name)
+    if found is not None:
+        return getattr(importlib.import_module(found[0]), found[1])
+    if name in MISSING:
+        raise AttributeError(f"ember has no {name} callback: {MISSING[name]}.")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
