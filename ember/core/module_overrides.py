@@ -120,10 +120,9 @@ def _warn_uncalled(trainer: Any, module: Any, found: Overrides) -> None:
 
 
 def check_backward_args(trainer: Any) -> None:
-    """Warn (once per run) when ``manual_backward``'s extra arguments cannot reach ``Tensor.backward``."""
+    """Warn when ``manual_backward``'s extra arguments cannot reach ``Tensor.backward``."""
     owner = _backward_owner(trainer)
-    if owner is not None and not getattr(trainer.loop.training, "_warned_backward_args", False):
-        trainer.loop.training._warned_backward_args = True
+    if owner is not None:
         warnings.warn(f"manual_backward(): the {owner} plugin does the backward pass and does not take further "
                       "arguments (retain_graph=..., ...); they are not passed on.", EmberWarning, stacklevel=4)
 
