@@ -59,8 +59,15 @@ class Overrides:
     __slots__ = LOOP_METHODS
 
     def __init__(self, module: Any = None) -> None:
-        for name in LOOP_METHODS:
-            setattr(self, name, overridden(module, name) if module is not None else None)
+        def own(name: str) -> Any:
+            return overridden(module, name) if module is not None else None
+
+        self.optimizer_step = own("optimizer_step")
+        self.optimizer_zero_grad = own("optimizer_zero_grad")
+        self.lr_scheduler_step = own("lr_scheduler_step")
+        self.configure_gradient_clipping = own("configure_gradient_clipping")
+        self.backward = own("backward")
+        self.transfer_batch_to_device = own("transfer_batch_to_device")
 
 
 NONE = Overrides()

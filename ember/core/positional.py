@@ -79,15 +79,15 @@ def positional_impl(plugin: Any, plugin_name: str, function: Callable[..., Any],
                     argnames: tuple[str, ...]) -> pluggy.HookImpl:
     """pluggy's implementation record for ``function``, called with the spec arguments ``argnames`` in order."""
     impl = pluggy.HookImpl(plugin, plugin_name, function, opts)
-    impl.argnames = argnames
-    impl.kwargnames = ()
+    impl.argnames = argnames  # type: ignore[misc]  # pluggy marks them Final; they say what to pass, in order
+    impl.kwargnames = ()  # type: ignore[misc]
     return impl
 
 
 def same_call(impl: pluggy.HookImpl, function: Callable[..., Any]) -> pluggy.HookImpl:
     """A copy of ``impl`` calling ``function`` with the same arguments (for wrappers that guard or time it)."""
     copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, function, impl.opts)
-    copy.argnames, copy.kwargnames = impl.argnames, impl.kwargnames
+    copy.argnames, copy.kwargnames = impl.argnames, impl.kwargnames  # type: ignore[misc]  # (see above)
     return copy
 
 

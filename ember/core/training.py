@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.data import length, with_last
 from ember.core import module_overrides
+from ember.core.data import length, with_last
 from ember.core.errors import ConfigurationError
 from ember.core.state import EPOCH_HOOK, STEP, FitProgress
 

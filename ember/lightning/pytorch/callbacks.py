@@ -2,5 +2,4 @@
 
 from __future__ import annotations
 
-from ember.lightning.callbacks import __all__, __getattr__  # noqa: F401
-from ember.lightning.callbacks import Callback  # noqa: F401
+from ember.lightning.callbacks import Callback, __all__, __getattr__  # noqa: F401
