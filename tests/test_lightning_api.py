@@ -387,3 +387,27 @@ def test_datamodule_hparams_reach_the_loggers() -> None:
 
     ember.Trainer(**{**FAST_TRAINER_ARGS, "logger": Logger()}).fit(TinyClassifier(), datamodule=_CountingData(4))
     assert logged == [{"batch_size": 4}]
+
+
+def test_a_datamodules_transfer_batch_to_device_wins() -> None:
+    seen = []
+
+    class Data(_CountingData):
+        def transfer_batch_to_device(self, batch, device, dataloader_idx):
+            seen.append(("datamodule", device.type, dataloader_idx))
+            return batch
+
+    class Model(TinyClassifier):
+        def transfer_batch_to_device(self, batch, device, dataloader_idx):
+            raise AssertionError("the DataModule's is used, as in Lightning")
+
+    ember.Trainer(**FAST_TRAINER_ARGS).fit(Model(), datamodule=Data())
+    assert seen == [("datamodule", "cpu", 0)] * 2
+
+
+def test_freeze_and_unfreeze() -> None:
+    model = TinyClassifier()
+    assert model.freeze() is model and not model.training
+    assert not any(p.requires_grad for p in model.parameters())
+    model.unfreeze()
+    assert model.training and all(p.requires_grad for p in model.parameters())

@@ -15,7 +15,14 @@ from ember.core.positional import STYLE_ATTR, add_base_hooks
 class Callback:
     """Subclass and override the event hooks you need (``on_train_batch_end(self, trainer, pl_module, outputs,
     batch, batch_idx)``, ...); pass instances in ``Trainer(callbacks=[...])``. A callback that defines
-    ``state_dict()`` and ``load_state_dict(state)`` has its state saved in checkpoints."""
+    ``state_dict()`` and ``load_state_dict(state)`` has its state saved in checkpoints (under its identity)."""
+
+    def state_dict(self) -> dict:
+        """The callback's state for checkpoints (override; the default keeps none)."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore what :meth:`state_dict` returned (override)."""
 
 
 setattr(Callback, STYLE_ATTR, "callback")

@@ -64,7 +64,7 @@ class Module(torch.nn.Module):
     automatic_optimization: bool = True
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
-                                            "global_rank", "local_rank", "hparams", "logger", "loggers"]
+                                            "global_rank", "local_rank", "hparams", "logger", "loggers", "on_gpu"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -123,6 +123,23 @@ class Module(torch.nn.Module):
         """The Trainer's loggers."""
         trainer = self.__dict__.get("_trainer")
         return trainer.loggers if trainer is not None else []
+
+    @property
+    def on_gpu(self) -> bool:
+        """True when the module's parameters are on a CUDA device."""
+        return self.device.type == "cuda"
+
+    def freeze(self) -> Module:
+        """No parameter requires gradients, and eval mode."""
+        for param in self.parameters():
+            param.requires_grad = False
+        return self.eval()
+
+    def unfreeze(self) -> Module:
+        """Every parameter requires gradients, and train mode."""
+        for param in self.parameters():
+            param.requires_grad = True
+        return self.train()
 
     # -- logging -----------------------------------------------------------------------------------------
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,

@@ -9,8 +9,9 @@ class defines its own is found by :func:`overrides_of`, once per epoch, and then
   unscaling, ``on_before_optimizer_step``, clipping and the step. ``global_step`` counts the call, as in
   Lightning, whether or not the override stepped;
 * ``optimizer_zero_grad(epoch, batch_idx, optimizer)``, ``transfer_batch_to_device(batch, device,
-  dataloader_idx)`` and ``backward(loss)`` answer the ``zero_grad``, ``batch_to_device`` and ``backward`` role
-  hooks through a small plugin registered next to the module (:func:`role_answers`);
+  dataloader_idx)`` (the DataModule's, when it has one) and ``backward(loss)`` answer the ``zero_grad``,
+  ``batch_to_device`` and ``backward`` role hooks through a small plugin registered next to the module
+  (:func:`role_answers`);
 * ``configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)`` is called before every
   automatic optimizer step in place of the Trainer's clipping, and ``lr_scheduler_step(scheduler, metric)`` in
   place of ``scheduler.step()``;
@@ -88,6 +89,9 @@ def role_answers(trainer: Any, module: Any) -> list[tuple[str, Any, dict]]:
     _warn_uncalled(trainer, module, found)
     answers = types.SimpleNamespace(identity="module.overrides")
     transfer, zero_grad, backward = found.transfer_batch_to_device, found.optimizer_zero_grad, found.backward
+    datamodule = getattr(trainer, "datamodule", None)
+    if datamodule is not None and overridden(datamodule, "transfer_batch_to_device") is not None:
+        transfer = datamodule.transfer_batch_to_device  # the DataModule's wins, as in Lightning
     if transfer is not None:
         def batch_to_device(batch: Any, device: torch.device, dataloader_idx: int) -> Any:
             return transfer(batch, device, dataloader_idx)
