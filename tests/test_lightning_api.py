@@ -411,3 +411,23 @@ def test_freeze_and_unfreeze() -> None:
     assert not any(p.requires_grad for p in model.parameters())
     model.unfreeze()
     assert model.training and all(p.requires_grad for p in model.parameters())
+
+
+def test_positional_hooks_under_tracing_and_on_exception(tmp_path: Path) -> None:
+    """Tracing times copies of the implementations and on_exception guards them: both keep the positions."""
+    seen = []
+
+    class CB(L.Callback):
+        def on_train_batch_end(self, tr, m, out, b, idx):
+            seen.append(idx)
+            raise ValueError("boom")
+
+        def on_exception(self, tr, m, err):
+            seen.append(type(err).__name__)
+
+    trace = tmp_path / "trace.jsonl"
+    train, _ = tiny_loaders(n=16, batch_size=8)
+    with pytest.raises(ValueError, match="boom"):
+        ember.Trainer(callbacks=[CB()], trace=str(trace), **FAST_TRAINER_ARGS).fit(TinyClassifier(), train)
+    assert seen == [0, "ValueError"]
+    assert "on_train_batch_end" in trace.read_text()
