@@ -17,7 +17,8 @@ class defines its own is found by :func:`overrides_of`, once per epoch, and then
   place of ``scheduler.step()``;
 * ``configure_callbacks()`` adds callbacks to each run, replacing the Trainer's callbacks of the same type.
 
-An override the run will not call is named in an :class:`~ember.EmberWarning`, never ignored in silence.
+An override the run will not call is named in an :class:`~ember.EmberWarning`, never ignored in silence. A plain
+``nn.Module``'s ``backward`` method is not taken for the hook (the name is common); ``ember.Module``'s is.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.core.plugin_manager import EmberWarning
-from ember.core.positional import is_base_hook
+from ember.core.positional import STYLE_ATTR, is_base_hook
 from ember.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ class Overrides:
         self.optimizer_zero_grad = own("optimizer_zero_grad")
         self.lr_scheduler_step = own("lr_scheduler_step")
         self.configure_gradient_clipping = own("configure_gradient_clipping")
-        self.backward = own("backward")
+        # ``backward`` is a common name for other things on a plain nn.Module: only ember.Module's is the hook
+        self.backward = own("backward") if getattr(type(module), STYLE_ATTR, None) == "module" else None
         self.transfer_batch_to_device = own("transfer_batch_to_device")
 
 
