@@ -1,7 +1,8 @@
 """Lightning's callback names for ember's callbacks (``from ember.lightning.callbacks import ModelCheckpoint``).
 
-Each class is imported when first used. Lightning names without an ember counterpart raise an
-``AttributeError`` that says so.
+Each class is imported when first used; its arguments are ember's (docs/migration.md lists where they differ).
+A Lightning name without an ember class that takes the same arguments raises an ``AttributeError`` that says
+what to use instead.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ ALIASES = {
     "ModelSummary": ("ember.plugins.callbacks.model_summary", "ModelSummary"),
     "Timer": ("ember.plugins.callbacks.timer", "Timer"),
     "StochasticWeightAveraging": ("ember.plugins.callbacks.swa", "SWA"),
-    "WeightAveraging": ("ember.plugins.callbacks.weight_averaging", "WeightAveraging"),
-    "EMAWeightAveraging": ("ember.plugins.callbacks.ema", "EMA"),
-    "BasePredictionWriter": ("ember.plugins.callbacks.prediction_writer", "PredictionWriter"),
     "TQDMProgressBar": ("ember.plugins.progress.tqdm_bar", "TQDMProgressBar"),
     "RichProgressBar": ("ember.plugins.progress.rich_bar", "RichProgressBar"),
     "ProgressBar": ("ember.plugins.progress", "ProgressBar"),
@@ -39,6 +37,11 @@ MISSING = {
     "OnExceptionCheckpoint": "ModelCheckpoint(save_last=True) with resume (ckpt_path='last')",
     "SpikeDetection": "use the nan-guard or loss-check callbacks",
     "ThroughputMonitor": "measure with a callback of your own",
+    # these exist in ember with other arguments, so the Lightning name would misread a call
+    "BasePredictionWriter": "use ember.plugins.callbacks.PredictionWriter(output_dir, write_interval); its "
+                            "write_on_batch_end takes (trainer, prediction, batch_idx, dataloader_idx)",
+    "EMAWeightAveraging": "use ember.plugins.callbacks.ema.EMA(decay=, every_n_steps=, start_step=)",
+    "WeightAveraging": "use ember.plugins.callbacks.ema.EMA or ember.plugins.callbacks.swa.SWA",
 }
 
 __all__ = ["Callback", *ALIASES]
