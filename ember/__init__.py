@@ -11,7 +11,9 @@ Plugins are plain objects with ``@ember.hookimpl`` methods; see ``ember hooks`` 
 
 from __future__ import annotations
 
+from ember.core.callback import Callback
 from ember.core.config import TrainerConfig
+from ember.core.datamodule import DataModule
 from ember.core.errors import (
     CheckpointError,
     ConfigurationError,
@@ -31,6 +33,8 @@ from ember.hookspecs import hookimpl, hookspec
 __version__ = "0.1.0"
 
 __all__ = [
+    "Callback",
+    "DataModule",
     "CheckpointError",
     "ConfigurationError",
     "EmberError",

@@ -56,6 +56,10 @@ LIBRARY_PRIVATE = {
     "dcp_reader.py: filesystem._StorageInfo": "DCP metadata holds it: the restricted unpickler must allow it",
     "sampler.py: sampler._num_samples": "RandomSampler(num_samples=...) cannot become a DistributedSampler; "
                                         "torch keeps the argument only there",
+    "plugin_manager.py: getattr(self.hook, hook_name)._add_hookimpl": "pluggy's register() adds each implementation "
+                                                                     "this way; a Lightning-style method taken by "
+                                                                     "position is added the same way, with no adapter "
+                                                                     "call in between",
     "cli_config.py: parser._actions": "argparse lists a parser's options only there (to suggest the option "
                                       "closest to an unknown one)",
 }

@@ -338,7 +338,7 @@ def test_old_style_hookwrapper_matches_pluggy(case: str) -> None:
 def test_compiled_source_is_inspectable() -> None:
     pm = _pm(Defaults())
     fn = compile_call(pm.hook.backward, pm.hook.backward.get_hookimpls())
-    assert fn.__doc__ is not None and "def backward(*, trainer=None, loss, optimizer=None)" in fn.__doc__
+    assert fn.__doc__ is not None and "def backward(*, trainer, loss, optimizer=None)" in fn.__doc__
 
 
 def test_tables_of_finished_runs_are_not_kept_alive() -> None:

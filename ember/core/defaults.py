@@ -19,9 +19,6 @@ from ember.hookspecs import hookimpl
 IDENTITY = "core.defaults"
 STEP_METHODS = {"train": "training_step", "validate": "validation_step", "test": "test_step",
                 "predict": "predict_step"}
-_takes_dataloader_idx: dict[tuple[type, str], bool] = {}
-
-
 def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Move every tensor in nested tuples, lists, dicts and dataclasses to ``device``."""
     if isinstance(batch, torch.Tensor):
@@ -42,21 +39,37 @@ def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False)
     return batch
 
 
+#: How each module class's ``*_step`` is called: 0 ``(batch)``, 1 ``(batch, batch_idx)``, 2 ``(..., dataloader_idx=)``.
+_step_arity: dict[tuple[type, str], int] = {}
+
+
+def _arity(method: Any) -> int:
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return 1
+    if "dataloader_idx" in params:
+        return 2
+    kinds = [p.kind for p in params.values()]
+    positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    # Lightning passes batch_idx only to a step that has room for it: ``training_step(self, batch)`` gets the batch
+    return 1 if len(positional) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds or "batch_idx" in params else 0
+
+
 def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int) -> Any:
-    """Call the module's ``*_step`` for ``stage``, passing ``dataloader_idx`` where the method takes it."""
+    """Call the module's ``*_step`` for ``stage`` with the arguments it takes (``batch``, ``batch_idx``,
+    ``dataloader_idx``)."""
     name = STEP_METHODS[stage]
     method = getattr(module, name)
     key = (type(module), name)
-    takes = _takes_dataloader_idx.get(key)
-    if takes is None:
-        try:
-            takes = "dataloader_idx" in inspect.signature(method).parameters
-        except (TypeError, ValueError):
-            takes = False
-        _takes_dataloader_idx[key] = takes
-    if takes:
+    arity = _step_arity.get(key)
+    if arity is None:
+        arity = _step_arity[key] = _arity(method)
+    if arity == 1:
+        return method(batch, batch_idx)
+    if arity == 2:
         return method(batch, batch_idx, dataloader_idx=dataloader_idx)
-    return method(batch, batch_idx)
+    return method(batch)
 
 
 class Defaults:
@@ -83,8 +96,9 @@ class Defaults:
         return call_step(module, stage, batch, batch_idx, dataloader_idx)
 
     @hookimpl(trylast=True)
-    def backward(self, loss: torch.Tensor) -> bool:
-        loss.backward()
+    def backward(self, trainer: Any, loss: torch.Tensor) -> bool:
+        args, kwargs = trainer.loop.training.backward_args  # manual_backward(loss, retain_graph=True, ...)
+        loss.backward(*args, **kwargs)
         return True
 
     @hookimpl(trylast=True)

@@ -252,7 +252,7 @@ class Loops:
         params: dict[str, Any] = {}
         for source in (self.t.module, self.t.datamodule):
             hparams = getattr(source, "hparams", None) if source is not None else None
-            if isinstance(hparams, dict):
+            if isinstance(hparams, dict) and getattr(source, "_log_hyperparams", True):  # save_hyperparameters(logger=)
                 params.update(hparams)
         return params
 

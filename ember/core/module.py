@@ -1,19 +1,27 @@
 """``ember.Module``: an optional base class with Lightning's conveniences.
 
-Any ``torch.nn.Module`` with ``training_step`` and ``configure_optimizers`` trains; this base only adds
+Any ``torch.nn.Module`` with ``training_step`` and ``configure_optimizers`` trains; this base adds
 ``self.log``, ``self.trainer``, ``self.device``, ``save_hyperparameters``, ``manual_backward``,
-``optimizers()`` and friends, with LightningModule's names. It deliberately defines no hook methods: a hook
-nobody implements costs nothing per step, so the base must not implement them all as no-ops.
+``optimizers()`` and friends, with LightningModule's names. Every hook is present as a no-op (so an override
+may call ``super()``), and so are the methods Lightning lets a module override (``optimizer_step``,
+``backward``, ``transfer_batch_to_device``, ...), with Lightning's default behaviour. The no-ops are marked
+and never registered: a hook nobody overrides still costs nothing per step. Hooks take their arguments by
+position, as LightningModule's do (:mod:`ember.core.positional`); the overrides are honoured by
+:mod:`ember.core.module_overrides`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from ember.core.plugin_manager import EVENT_HOOKS, NOT_CALLED
+from ember.core.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 if TYPE_CHECKING:
     from ember.core.trainer import Trainer
@@ -32,6 +40,23 @@ class AttributeDict(dict):
         self[key] = value
 
 
+def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str] | None) -> dict[str, Any]:
+    """The hyperparameters ``save_hyperparameters(*args, ignore=...)`` stores, read from the frame ``caller``."""
+    info = inspect.getargvalues(caller)
+    names = [n for n in info.args if n != "self"]
+    values: dict[str, Any] = {n: info.locals[n] for n in names}
+    if info.keywords:
+        values.update(info.locals.get(info.keywords, {}))
+    ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+    if args and all(isinstance(a, str) for a in args):
+        values = {k: v for k, v in values.items() if k in args}
+    elif len(args) == 1 and isinstance(args[0], Mapping):
+        values = dict(args[0])
+    else:
+        values = {k: v for k, v in values.items() if not isinstance(v, (torch.nn.Module, torch.Tensor))}
+    return {k: v for k, v in values.items() if k not in ignored}
+
+
 class Module(torch.nn.Module):
     """Optional base class for models trained by ``ember.Trainer``."""
 
@@ -39,7 +64,7 @@ class Module(torch.nn.Module):
     automatic_optimization: bool = True
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
-                                            "global_rank", "local_rank", "hparams"]
+                                            "global_rank", "local_rank", "hparams", "logger", "loggers", "on_gpu"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -87,6 +112,35 @@ class Module(torch.nn.Module):
         trainer = self.__dict__.get("_trainer")
         return trainer.local_rank if trainer is not None else 0
 
+    @property
+    def logger(self) -> Any:
+        """The Trainer's first logger, or None."""
+        trainer = self.__dict__.get("_trainer")
+        return trainer.logger if trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        """The Trainer's loggers."""
+        trainer = self.__dict__.get("_trainer")
+        return trainer.loggers if trainer is not None else []
+
+    @property
+    def on_gpu(self) -> bool:
+        """True when the module's parameters are on a CUDA device."""
+        return self.device.type == "cuda"
+
+    def freeze(self) -> Module:
+        """No parameter requires gradients, and eval mode."""
+        for param in self.parameters():
+            param.requires_grad = False
+        return self.eval()
+
+    def unfreeze(self) -> Module:
+        """Every parameter requires gradients, and train mode."""
+        for param in self.parameters():
+            param.requires_grad = True
+        return self.train()
+
     # -- logging -----------------------------------------------------------------------------------------
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
@@ -116,29 +170,19 @@ class Module(torch.nn.Module):
     def hparams(self) -> AttributeDict:
         return self.__dict__.setdefault("_hparams", AttributeDict())
 
-    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None) -> None:
+    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None, frame: Any = None,
+                             logger: bool = True) -> None:
         """Store the ``__init__`` arguments of the caller in ``self.hparams`` (all of them, or those named).
 
         Modules and tensors are skipped unless named; ``ignore`` removes names. Saved in checkpoints and
-        passed to loggers' ``log_hyperparams``.
+        passed to loggers' ``log_hyperparams`` (``logger=False``: not passed to loggers).
         """
-        frame = inspect.currentframe()
-        assert frame is not None and frame.f_back is not None
-        caller = frame.f_back
-        info = inspect.getargvalues(caller)
-        names = [n for n in info.args if n != "self"]
-        values: dict[str, Any] = {n: info.locals[n] for n in names}
-        if info.keywords:
-            values.update(info.locals.get(info.keywords, {}))
-        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        if args and all(isinstance(a, str) for a in args):
-            values = {k: v for k, v in values.items() if k in args}
-        elif len(args) == 1 and isinstance(args[0], Mapping):
-            values = dict(args[0])
-        else:
-            values = {k: v for k, v in values.items()
-                      if not isinstance(v, (torch.nn.Module, torch.Tensor))}
-        self.hparams.update({k: v for k, v in values.items() if k not in ignored})
+        if frame is None:
+            current = inspect.currentframe()
+            assert current is not None and current.f_back is not None
+            frame = current.f_back
+        self.hparams.update(hparams_of_caller(frame, args, ignore))
+        self.__dict__["_log_hyperparams"] = logger
 
     # -- optimization ------------------------------------------------------------------------------------
     def optimizers(self) -> Any:
@@ -156,16 +200,116 @@ class Module(torch.nn.Module):
 
     def manual_backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
         """Backward under manual optimization: runs ``on_before_backward``, the precision's backward (loss
-        scaling) and ``on_after_backward``. Use instead of ``loss.backward()``."""
-        self.trainer.loop.training.backward(loss, None)
+        scaling) and ``on_after_backward``. Use instead of ``loss.backward()``. Further arguments
+        (``retain_graph=True``, ...) go to ``Tensor.backward``."""
+        self.trainer.loop.training.backward(loss, None, *args, **kwargs)
 
     def clip_gradients(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
                        gradient_clip_algorithm: str | None = None) -> Any:
-        """Clip the optimizer's gradients through the precision/strategy (manual optimization)."""
+        """Clip the optimizer's gradients through the precision/strategy: in ``configure_gradient_clipping``, or
+        in ``training_step`` under manual optimization. Unset arguments take the Trainer's
+        ``gradient_clip_val``/``gradient_clip_algorithm`` (``"norm"``); a value of 0 clips nothing."""
+        cfg = self.trainer.config
         if gradient_clip_val is None:
+            gradient_clip_val = cfg.gradient_clip_val or 0.0
+        elif cfg.gradient_clip_val is not None and cfg.gradient_clip_val != gradient_clip_val:
+            from ember.core.errors import ConfigurationError
+
+            raise ConfigurationError(f"Trainer(gradient_clip_val={cfg.gradient_clip_val!r}) and "
+                                     f"clip_gradients(gradient_clip_val={gradient_clip_val!r}) disagree; pass one.")
+        algorithm = (gradient_clip_algorithm or cfg.gradient_clip_algorithm or "norm").lower()
+        if not gradient_clip_val:
             return None
         opt = getattr(optimizer, "optimizer", optimizer)
-        return self.trainer.loop.training.clip_gradients(opt, gradient_clip_val, gradient_clip_algorithm or "norm")
+        return self.trainer.loop.training.clip_gradients(opt, gradient_clip_val, algorithm)
+
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Let only ``optimizer``'s parameters require gradients (the others are switched off until
+        :meth:`untoggle_optimizer`); for several optimizers under manual optimization."""
+        opt = getattr(optimizer, "optimizer", optimizer)
+        saved: dict[torch.Tensor, bool] = {}
+        for other in self.trainer.optimizers:
+            for group in other.param_groups:
+                for param in group["params"]:
+                    if param not in saved:
+                        saved[param] = param.requires_grad
+                        param.requires_grad = False
+        for group in opt.param_groups:
+            for param in group["params"]:
+                param.requires_grad = saved.get(param, True)
+        self.__dict__["_toggled_requires_grad"] = saved
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Put back the ``requires_grad`` flags :meth:`toggle_optimizer` switched off."""
+        opt = getattr(optimizer, "optimizer", optimizer)
+        saved = self.__dict__.get("_toggled_requires_grad", {})
+        for other in self.trainer.optimizers:
+            if other is opt:
+                continue
+            for group in other.param_groups:
+                for param in group["params"]:
+                    if param in saved:
+                        param.requires_grad = saved[param]
+        self.__dict__["_toggled_requires_grad"] = {}
+
+    @contextlib.contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Generator[None, None, None]:
+        """:meth:`toggle_optimizer` for the ``with`` block, then :meth:`untoggle_optimizer`."""
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
+
+    # -- overridable steps (Lightning's defaults; an override is called by the loop) ---------------------
+    @base_hook
+    def predict_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        """The prediction of one batch: by default the module called on the batch."""
+        return self(batch)
+
+    @base_hook
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        """Backward of the training loss (overridable; the precision still scales the loss under 16-mixed)."""
+        loss.backward(*args, **kwargs)
+
+    @base_hook
+    def optimizer_step(self, epoch: int, batch_idx: int, optimizer: Any,
+                       optimizer_closure: Callable[[], Any] | None = None) -> None:
+        """Step the optimizer (overridable): ``optimizer.step(closure=optimizer_closure)``, where the closure
+        runs ``training_step``, ``zero_grad`` and ``backward``."""
+        optimizer.step(closure=optimizer_closure)
+
+    @base_hook
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: torch.optim.Optimizer) -> None:
+        """Zero the gradients (overridable)."""
+        optimizer.zero_grad()
+
+    @base_hook
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """Step a learning-rate scheduler (overridable); ``metric`` is the monitored value, or None."""
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
+
+    @base_hook
+    def configure_gradient_clipping(self, optimizer: torch.optim.Optimizer, gradient_clip_val: float | None = None,
+                                    gradient_clip_algorithm: str | None = None) -> None:
+        """Clip gradients before each optimizer step (overridable; calls :meth:`clip_gradients`)."""
+        self.clip_gradients(optimizer, gradient_clip_val=gradient_clip_val,
+                            gradient_clip_algorithm=gradient_clip_algorithm)
+
+    @base_hook
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move a batch to the device (overridable): every tensor in nested containers."""
+        from ember.core.defaults import move_to_device
+
+        return move_to_device(batch, device)
+
+    @base_hook
+    def configure_callbacks(self) -> Any:
+        """Callbacks of this module (overridable): each replaces the Trainer's callbacks of its type."""
+        return []
 
     def all_gather(self, tensor: torch.Tensor, sync_grads: bool = False) -> torch.Tensor:
         """Gather ``tensor`` from every process (a collective)."""
@@ -214,3 +358,7 @@ class Module(torch.nn.Module):
         state = dict(self.__dict__)
         state["_trainer"] = None
         return state
+
+
+setattr(Module, STYLE_ATTR, "module")
+add_base_hooks(Module, sorted((EVENT_HOOKS | NOT_CALLED) - {"on_exception"}))

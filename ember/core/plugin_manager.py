@@ -14,6 +14,7 @@ import pluggy
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import PluginError, suggest
+from ember.core.positional import is_base_hook, positional_argnames, positional_impl, style_of
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
 
@@ -28,6 +29,9 @@ def _spec_names(module: Any) -> frozenset[str]:
 EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
 _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
+#: LightningModule hooks ember does not call: a module that overrides one is warned at registration.
+NOT_CALLED = frozenset({"on_validation_model_zero_grad", "on_test_model_train", "on_predict_model_train",
+                        "configure_sharded_model"})
 
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
@@ -56,6 +60,9 @@ class PluginManager(pluggy.PluginManager):
         self._listeners: list[weakref.WeakMethod] = []
         self.origins: dict[str, str] = {}
         self._monitors: list[Monitor] = []
+        #: Implementations being registered that take their arguments by position: (hook, function, opts, argnames).
+        self._positional: list[tuple[str, Any, Any, tuple[str, ...]]] | None = None
+        self._style: str | None = None
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
@@ -67,12 +74,37 @@ class PluginManager(pluggy.PluginManager):
                 attr = inspect.getattr_static(plugin, name)
             except AttributeError:
                 return None
+            if is_base_hook(attr):
+                return None  # a base class's no-op (ember.Module, ember.Callback): nothing to call
             if inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod)):
                 opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
                         "tryfirst": False, "trylast": False, "specname": None}
+                if self._style is not None and self._positional is not None:
+                    if self._take_by_position(plugin, name, opts):
+                        return None  # registered by register() with its arguments by position
         if opts is not None and id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
             opts = dict(opts, tryfirst=True)
         return opts
+
+    def _take_by_position(self, plugin: Any, name: str, opts: dict) -> bool:
+        """Queue a Lightning-style method whose parameter names do not match the spec (see ember.core.positional)."""
+        caller = getattr(self.hook, name, None)
+        spec = getattr(caller, "spec", None)
+        if spec is None:
+            return False
+        function = getattr(plugin, name)
+        try:
+            argnames = positional_argnames(function, spec.argnames, self._style or "", f"{type(plugin).__name__}.{name}")
+        except TypeError as exc:
+            raise PluginError(f"{exc} Lightning-style hooks receive the hook's arguments by position; "
+                              "`ember hooks` lists every hook and its arguments.") from None
+        if argnames is None:
+            return False
+        if id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
+            opts = dict(opts, tryfirst=True)
+        assert self._positional is not None
+        self._positional.append((name, function, opts, argnames))
+        return True
 
     def register(self, plugin: Any, name: str | None = None, *, origin: str | None = None,
                  datamodule: bool = False) -> str | None:
@@ -84,8 +116,11 @@ class PluginManager(pluggy.PluginManager):
         hint = " " + switch_off_hint(label, origin.rsplit(" ", 1)[0]) if origin and name else ""
         if datamodule:
             self._datamodules.add(id(plugin))
+        self._style = style_of(plugin, name)
+        self._positional = [] if self._style is not None else None
         try:
             registered = super().register(plugin, name)
+            positional, self._positional, self._style = self._positional, None, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
@@ -93,8 +128,16 @@ class PluginManager(pluggy.PluginManager):
                               f"`ember hooks` lists every hook and its arguments.{hint}") from exc
         except ValueError as exc:
             raise PluginError(f"{where} cannot be registered: {exc}{hint}") from exc
+        except PluginError:
+            self._datamodules.discard(id(plugin))
+            raise
+        finally:
+            self._positional = self._style = None
         if registered is None:
             return None
+        for hook_name, function, opts, argnames in positional or ():
+            # pluggy has no public way to add one implementation; this is what its register() does for each
+            getattr(self.hook, hook_name)._add_hookimpl(positional_impl(plugin, registered, function, opts, argnames))
         if origin:
             self.origins[registered] = origin
         try:
@@ -139,7 +182,10 @@ class PluginManager(pluggy.PluginManager):
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
                                   f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
         for attr in dir(type(plugin)):
-            if attr.startswith("on_") and attr not in known:
+            if attr in NOT_CALLED and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
+                warnings.warn(f"{where} overrides {attr!r}, which ember never calls (it has no such point in its "
+                              "loop); move that code to another hook.", EmberWarning, stacklevel=4)
+            elif attr.startswith("on_") and attr not in known and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
                 close = suggest(attr, EVENT_HOOKS)
                 if close:
                     warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "

@@ -13,7 +13,7 @@ import attrs
 import pluggy
 import torch
 
-from ember.core import discovery, options, seed, tracing
+from ember.core import discovery, module_overrides, options, seed, tracing
 from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
@@ -21,6 +21,7 @@ from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
+from ember.core.positional import same_call
 from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
@@ -345,6 +346,7 @@ class Trainer(TrainerProperties):
         self.state = TrainerState(fn=fn, status="running")
         self.interrupted = False
         pm = self.plugin_manager
+        module_overrides.attach_callbacks(self, model, _identity_of)  # the module's configure_callbacks()
         registered = self.register_run_plugins(model, datamodule)
         if self.tracer is not None:
             self.tracer.start(self, fn)
@@ -397,6 +399,7 @@ class Trainer(TrainerProperties):
         if datamodule is not None:
             order.append(("datamodule", datamodule, {"datamodule": True}))
         order.append(("module", model, {}))
+        order.extend(module_overrides.role_answers(self, model))  # its transfer_batch_to_device, backward, ...
         order.extend((ident, p, {}) for ident, p in reversed(self.autoload_plugins))
         order.extend((ident, p, {}) for ident, p in reversed(self.extra_plugins))
         registered = []
@@ -480,7 +483,7 @@ def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
             log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
             return None
 
-    return pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
+    return same_call(impl, guarded)
 
 
 def _module_base() -> type:

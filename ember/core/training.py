@@ -18,11 +18,13 @@ Events of one epoch (``k`` = ``accumulate_grad_batches``)::
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core import module_overrides
 from ember.core.data import length, with_last
 from ember.core.errors import ConfigurationError
 from ember.core.state import EPOCH_HOOK, STEP, FitProgress
@@ -63,6 +65,10 @@ class TrainingLoop:
         self.progress = loop.progress
         self.train_loader: Any = None
         self.val_loaders: list[Any] = []
+        #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.module_overrides), per epoch.
+        self.overrides = module_overrides.NONE
+        #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
+        self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
 
     # -- one epoch -----------------------------------------------------------------------------------------
     def run_epoch(self, resume: FitProgress | None = None) -> None:
@@ -108,6 +114,9 @@ class TrainingLoop:
         n, max_steps, every = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps
         automatic = getattr(module, "automatic_optimization", True)
         step_fn = self.automatic_batch if automatic else self.manual_batch
+        self.overrides = overrides = module_overrides.overrides_of(module)
+        if automatic and overrides.optimizer_step is not None:
+            step_fn = functools.partial(module_overrides.batch_with_optimizer_step, self)
         validated_at_end = scheds_stepped = False
         for batch_idx, batch in batches:
             if n == math.inf:
@@ -219,18 +228,28 @@ class TrainingLoop:
         return t.hook.step(trainer=t, model=t.model, module=t.module, batch=batch, batch_idx=batch_idx,
                            dataloader_idx=0, stage="train")
 
-    def backward(self, loss: torch.Tensor, optimizer: Any) -> None:
-        """``on_before_backward`` -> the precision's backward -> ``on_after_backward``."""
+    def backward(self, loss: torch.Tensor, optimizer: Any, *args: Any, **kwargs: Any) -> None:
+        """``on_before_backward`` -> the precision's backward -> ``on_after_backward``; ``args``/``kwargs`` (from
+        ``manual_backward``) go on to ``Tensor.backward``."""
         t = self.t
         h = t.hook
         if h.on_before_backward is not None:
             h.on_before_backward(trainer=t, module=t.module, loss=loss)
-        h.backward(trainer=t, loss=loss, optimizer=optimizer)
+        if args or kwargs:
+            module_overrides.check_backward_args(t)
+            self.backward_args = (args, kwargs)
+            try:
+                h.backward(trainer=t, loss=loss, optimizer=optimizer)
+            finally:
+                self.backward_args = ((), {})
+        else:
+            h.backward(trainer=t, loss=loss, optimizer=optimizer)
         if h.on_after_backward is not None:
             h.on_after_backward(trainer=t, module=t.module)
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool) -> None:
-        """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization) -> step; counts a step."""
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True) -> None:
+        """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization: the module's
+        ``configure_gradient_clipping`` when it has one) -> step; counts a step unless ``count`` is False."""
         t = self.t
         h, module = t.hook, t.module
         if h.unscale_gradients is not None:
@@ -238,11 +257,14 @@ class TrainingLoop:
         if h.on_before_optimizer_step is not None:
             h.on_before_optimizer_step(trainer=t, module=module, optimizer=optimizer)
         clip_val = t.config.gradient_clip_val
-        if clip and clip_val:
+        if clip and self.overrides.configure_gradient_clipping is not None:
+            self.overrides.configure_gradient_clipping(optimizer, clip_val, t.config.gradient_clip_algorithm)
+        elif clip and clip_val:
             h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
                              algorithm=t.config.gradient_clip_algorithm or "norm")
         h.optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        self.progress.global_step += 1
+        if count:
+            self.progress.global_step += 1
 
     def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
         t = self.t
@@ -263,7 +285,10 @@ class TrainingLoop:
                 if interval == "step":
                     self._plateau(config)
                 continue
-            config.scheduler.step()
+            if self.overrides.lr_scheduler_step is not None:
+                self.overrides.lr_scheduler_step(config.scheduler, None)
+            else:
+                config.scheduler.step()
 
     def step_plateau(self, interval: str) -> None:
         epoch = self.progress.current_epoch
@@ -281,7 +306,10 @@ class TrainingLoop:
                     f"Logged metrics: {sorted(metrics) or '(none)'}. Log it with self.log, or set "
                     "'strict': False in the lr_scheduler dict to skip the step instead.")
             return
-        config.scheduler.step(float(value))
+        if self.overrides.lr_scheduler_step is not None:
+            self.overrides.lr_scheduler_step(config.scheduler, value)
+        else:
+            config.scheduler.step(float(value))
 
     # -- validation within the fit -------------------------------------------------------------------------
     def should_validate(self, batch_idx: int, is_last: bool) -> bool:

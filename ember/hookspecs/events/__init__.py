@@ -3,7 +3,9 @@
 The names and meaning are Lightning 2.x's ``Callback`` and ``ModelHooks``. Every plugin may implement any of
 them; so may the user's module, its DataModule and Lightning-style callbacks, by defining a method with the
 hook's name (no marker needed for event hooks). An implementation takes any subset of the spec's arguments,
-by name. Return values are ignored unless the spec says otherwise.
+by name. The unmarked methods of an ``ember.Callback`` subclass, of the module and of its DataModule whose
+parameter names are not the spec's take them by position, as Lightning passes them (without ``trainer`` and
+``module`` for the module and the DataModule). Return values are ignored unless the spec says otherwise.
 
 Order between implementations: the Trainer's ``plugins`` and then its ``callbacks``, each in the order
 given, then always-on plugins by identity, then the module, the DataModule (which runs first for

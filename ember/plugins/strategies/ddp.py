@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from ember.core.defaults import call_step
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.launchers import launched
@@ -34,6 +35,8 @@ class _TrainingStepForward(torch.nn.Module):
         self.training_step = training_step
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 2 and not kwargs:  # (batch, batch_idx): passed as the step takes them (or just the batch)
+            return call_step(self.module, "train", args[0], args[1], 0)
         return self.training_step(*args, **kwargs)
 
 

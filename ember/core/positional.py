@@ -1,0 +1,106 @@
+"""Hooks taken by position: Lightning's convention for callbacks and module hooks.
+
+A plugin's hook implementation receives the spec's arguments by name. Lightning passes them by position
+instead: a ``Callback`` method is ``(self, trainer, pl_module, ...)`` whatever its parameters are called, and a
+``LightningModule`` hook leaves out the trainer and the module (``on_train_batch_end(self, outputs, batch,
+batch_idx)``). Objects that follow that convention (subclasses of :class:`ember.Callback`, and the module and
+DataModule of a run) have each unmarked event method matched to the spec by position when its names do not
+already match it.
+
+The matched implementation is pluggy's ``HookImpl`` of the method itself, with ``argnames`` set to the spec
+names that fill its positions: pluggy and ember's compiled calls pass arguments to an implementation
+positionally in ``argnames`` order, so the method is called directly, with no adapter in between.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pluggy
+
+#: The class attribute that asks for positional matching: "callback" (trainer and module first) or "module".
+STYLE_ATTR = "_ember_hook_style"
+#: Marks a base class's no-op hook: never registered, so a hook nobody overrides costs nothing.
+BASE_HOOK_MARK = "_ember_base_hook"
+#: Spec arguments a module-style hook does not receive.
+_NOT_FOR_MODULES = ("trainer", "module")
+
+
+def base_hook(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark ``function`` as a base class's no-op hook (see :data:`BASE_HOOK_MARK`)."""
+    setattr(function, BASE_HOOK_MARK, True)
+    return function
+
+
+def is_base_hook(attr: Any) -> bool:
+    """True for a base no-op hook as found by ``inspect.getattr_static`` (a function or a staticmethod)."""
+    return getattr(getattr(attr, "__func__", attr), BASE_HOOK_MARK, False) is True
+
+
+def style_of(plugin: Any, name: str | None) -> str | None:
+    """"callback", "module" or None (arguments by name) for a plugin registered under ``name``."""
+    style = getattr(type(plugin), STYLE_ATTR, None)
+    if style is None and name in ("module", "datamodule"):
+        style = "module"
+    return style if style in ("callback", "module") else None
+
+
+def positional_argnames(function: Callable[..., Any], spec_argnames: Sequence[str], style: str,
+                        where: str) -> tuple[str, ...] | None:
+    """The spec names to pass to ``function``'s positions, or None when its parameter names already match the
+    spec (pluggy's matching by name then does the same thing). Raises ``TypeError`` naming ``where`` when the
+    method needs more positions than Lightning passes."""
+    try:
+        params = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    passed = list(spec_argnames) if style == "callback" else [a for a in spec_argnames if a not in _NOT_FOR_MODULES]
+    star = any(p.kind is p.VAR_POSITIONAL for p in params)
+    if style == "callback":
+        if names == list(spec_argnames[:len(names)]) and not star:
+            return None
+    elif set(names) <= set(spec_argnames) and not star:
+        return None  # a module hook that names its arguments like the spec (ember's own convention)
+    if star:
+        return tuple(passed)
+    required = [p for p in positional if p.default is p.empty]
+    if len(required) > len(passed):
+        shown = ", ".join(("pl_module" if a == "module" else a) for a in passed)
+        raise TypeError(f"{where}({', '.join(names)}) takes {len(required)} positional arguments, but the hook passes "
+                        f"{len(passed)}: ({shown}).")
+    return tuple(passed[:len(names)])
+
+
+def positional_impl(plugin: Any, plugin_name: str, function: Callable[..., Any], opts: Any,
+                    argnames: tuple[str, ...]) -> pluggy.HookImpl:
+    """pluggy's implementation record for ``function``, called with the spec arguments ``argnames`` in order."""
+    impl = pluggy.HookImpl(plugin, plugin_name, function, opts)
+    impl.argnames = argnames  # type: ignore[misc]  # pluggy marks them Final; they say what to pass, in order
+    impl.kwargnames = ()  # type: ignore[misc]
+    return impl
+
+
+def same_call(impl: pluggy.HookImpl, function: Callable[..., Any]) -> pluggy.HookImpl:
+    """A copy of ``impl`` calling ``function`` with the same arguments (for wrappers that guard or time it)."""
+    copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, function, impl.opts)
+    copy.argnames, copy.kwargnames = impl.argnames, impl.kwargnames  # type: ignore[misc]  # (see above)
+    return copy
+
+
+def add_base_hooks(cls: type, names: Sequence[str]) -> None:
+    """Give ``cls`` a no-op method for every hook in ``names`` that it does not define, so that an override may
+    call ``super().<hook>(...)``. They are marked with :func:`base_hook`, so none is ever registered."""
+    for name in names:
+        if name in vars(cls):
+            continue
+
+        def hook(self: Any, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        hook.__name__ = hook.__qualname__ = name
+        hook.__doc__ = f"The ``{name}`` hook: does nothing unless overridden."
+        setattr(cls, name, base_hook(hook))
