@@ -143,6 +143,11 @@ def _optional_bool(instance: Any, attribute: attrs.Attribute, value: Any) -> Non
         raise _fail(attribute.name, value, "expected True, False or None (None: use the environment variable)")
 
 
+def _bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True or False")
+
+
 def _trace(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or isinstance(value, (bool, str, os.PathLike)) or callable(getattr(value, "write", None)):
         return
@@ -243,6 +248,14 @@ class TrainerConfig:
     deterministic: bool | str | None = None
     benchmark: bool | None = None
     inference_mode: bool = True
+    overfit_batches: int | float = attrs.field(default=0.0, validator=_limit)
+    reload_dataloaders_every_n_epochs: int = attrs.field(
+        default=0, validator=_non_negative_int("reload_dataloaders_every_n_epochs"))
+    detect_anomaly: bool = attrs.field(default=False, validator=_bool)
+    sync_batchnorm: bool = attrs.field(default=False, validator=_bool)
+    use_distributed_sampler: bool = attrs.field(default=True, validator=_bool)
+    barebones: bool = attrs.field(default=False, validator=_bool)
+    enable_autolog_hparams: bool = attrs.field(default=True, validator=_bool)
     default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
     log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
@@ -293,16 +306,52 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     declared = {o.name: o for o in options.declarations().of_plugins()}
     names = FIELDS + tuple(declared)
     for key in kwargs:
+        if key in LIGHTNING_ELSEWHERE:
+            raise ConfigurationError(f"Trainer({key}=...) is a Lightning argument ember does not take: "
+                                     f"{LIGHTNING_ELSEWHERE[key]}")
         if key not in names:
             raise ConfigurationError(
                 f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )
+    if kwargs.get("barebones"):
+        _barebones(kwargs, declared)
+    if kwargs.get("overfit_batches"):
+        for limit in ("limit_train_batches", "limit_val_batches"):
+            if kwargs.get(limit) is not None:
+                raise ConfigurationError(f"Trainer(overfit_batches={kwargs['overfit_batches']!r}) sets "
+                                         f"{limit} itself; pass one of the two.")
+            kwargs[limit] = kwargs["overfit_batches"]
     plugin_values = {name: kwargs.pop(name) if name in kwargs else o.default for name, o in declared.items()}
     for name, option in declared.items():
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])
     return TrainerConfig(**kwargs, plugin_options=plugin_values)
+
+
+#: Lightning Trainer arguments ember does not take, each with the ember way to get what it does.
+LIGHTNING_ELSEWHERE = {
+    "model_registry": "ember has no model-registry upload; save with ModelCheckpoint (or "
+                      "trainer.save_checkpoint) and upload the file with your registry's own client.",
+}
+
+#: What ``barebones=True`` switches off (Lightning's list): each must be left at its default or set off.
+_BAREBONES_OFF = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
+                  "enable_model_summary": False, "num_sanity_val_steps": 0, "fast_dev_run": False,
+                  "detect_anomaly": False, "profiler": None}
+
+
+def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
+    """``barebones=True``: no logger, checkpointing, progress bar, model summary, sanity check, fast_dev_run,
+    anomaly detection or profiler, for measuring the loop itself; asking for one of them as well is an
+    error (as in Lightning)."""
+    for name, off in _BAREBONES_OFF.items():
+        value = kwargs.get(name, off)
+        if value not in (off, None, False):
+            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}; remove {name}={value!r} or "
+                                     "barebones=True.")
+        if name in declared or name in FIELDS:
+            kwargs[name] = off
 
 
 def _declared_defaults() -> dict[str, Any]:
@@ -353,6 +402,13 @@ CORE_HELP = {
     "deterministic": "use deterministic algorithms (true, false, warn)",
     "benchmark": "cudnn.benchmark",
     "inference_mode": "evaluate under torch.inference_mode (false: torch.no_grad)",
+    "overfit_batches": "train and validate on this many training batches (int) or fraction, unshuffled",
+    "reload_dataloaders_every_n_epochs": "call the *_dataloader() methods again every N epochs (0: once)",
+    "detect_anomaly": "run the fit under torch.autograd.set_detect_anomaly (slow; finds NaN sources)",
+    "sync_batchnorm": "turn BatchNorm layers into SyncBatchNorm when training on several processes",
+    "use_distributed_sampler": "give each process its shard of the data with a distributed sampler",
+    "barebones": "no logger, checkpointing, progress bar or model summary: the loop alone",
+    "enable_autolog_hparams": "hand the module's and DataModule's hparams to the loggers at fit start",
     "default_root_dir": "where logs and checkpoints go (default: the current directory)",
     "log_every_n_steps": "write step metrics to the loggers every N optimizer steps",
     "block_plugins": "plugin identities never to register",

@@ -65,12 +65,13 @@ class EvaluationLoop:
             _emit(events["epoch_end"], kw)
             if results is not None:
                 values = loop.metrics.publish_epoch(results)
+                loop.metrics.drop_step_values(results)
             _emit(events["end"], kw)
         if results is None:  # predict leaves the model in eval mode, as Lightning does
             return []
         if was_training:
             model.train()
-        if stage == "validate" and t.state.fn == "fit" and h.on_validation_model_train is not None:
+        if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
             h.on_validation_model_train(**kw)
         return [{k: float(v) for k, v in values.items() if "/dataloader_idx_" not in k or
                  k.endswith(f"/dataloader_idx_{i}")} for i in range(len(loaders))]

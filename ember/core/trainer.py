@@ -20,7 +20,7 @@ from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
-from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
+from ember.core.plugin_manager import _IMPL_MARK, EmberWarning, HookTable, PluginManager
 from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
@@ -353,9 +353,11 @@ class Trainer(TrainerProperties):
             model.__dict__["_trainer"] = self
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
+        failed = False
         try:
             return self.loop.run(fn, loaders, options)
         except BaseException as exc:
+            failed = True
             if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise
             interrupted = isinstance(exc, (KeyboardInterrupt, SignalExit))
@@ -370,7 +372,11 @@ class Trainer(TrainerProperties):
         finally:
             try:
                 if self.hook.teardown is not None and self.state.setup_done:
-                    self.hook.teardown(trainer=self, module=model, stage=fn)
+                    if failed:  # as in Lightning: no callback or module teardown after an exception; plugins
+                        # marked @hookimpl still release what they hold (process groups, threads, files)
+                        self.hook.call_each("teardown", _marked_only, trainer=self, module=model, stage=fn)
+                    else:
+                        self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
                 seed.restore_deterministic(self)
                 if self.tracer is not None:
@@ -481,6 +487,19 @@ def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
             return None
 
     return pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
+
+
+def _marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
+    """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
+    function = impl.function
+    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
+        return impl
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def skipped(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return pluggy.HookImpl(impl.plugin, impl.plugin_name, skipped, impl.opts)
 
 
 def _module_base() -> type:
