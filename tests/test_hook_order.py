@@ -65,12 +65,14 @@ def train_batch(*, zero_grad: bool = True, opt_step: bool = True, clip: bool = F
     return out + ["on_train_batch_end"]
 
 
-def validation_run(batches: int, in_fit: bool = True) -> list[str]:
+def validation_run(batches: int) -> list[str]:
+    """One validation run; on_validation_model_train ends it in trainer.validate() too, as in Lightning
+    (tests/lightning/loop.json, scenario hook_order_accumulation)."""
     out = ["on_validation_model_eval", "on_validation_start", "on_validation_epoch_start"]
     for _ in range(batches):
         out += [*transfer(), "on_validation_batch_start", "step", "on_validation_batch_end"]
     out += ["on_validation_epoch_end", "on_validation_end"]
-    return out + (["on_validation_model_train"] if in_fit else [])
+    return out + ["on_validation_model_train"]
 
 
 def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = Hooked, **data: Any) -> list[str]:
@@ -166,7 +168,7 @@ def test_manual_optimization() -> None:
 
 def test_validate() -> None:
     names = record(dict(limit_val_batches=2), run="validate")
-    assert names == [*run_start(), "process_dataloader", *validation_run(2, in_fit=False), "teardown"]
+    assert names == [*run_start(), "process_dataloader", *validation_run(2), "teardown"]
 
 
 def test_test() -> None:
