@@ -239,7 +239,8 @@ class TrainerConfig:
     val_check_interval: int | float | None = attrs.field(default=None, validator=_val_check_interval)
     check_val_every_n_epoch: int | None = attrs.field(
         default=1, validator=_non_negative_int("check_val_every_n_epoch", 1, True))
-    num_sanity_val_steps: int = attrs.field(default=2, validator=_non_negative_int("num_sanity_val_steps", -1))
+    num_sanity_val_steps: int = attrs.field(default=2, converter=lambda v: 2 if v is None else v,
+                                            validator=_non_negative_int("num_sanity_val_steps", -1))
     fast_dev_run: bool | int = attrs.field(default=False, validator=_fast_dev_run)
     accumulate_grad_batches: int = attrs.field(
         default=1, validator=_non_negative_int("accumulate_grad_batches", 1))
@@ -257,7 +258,8 @@ class TrainerConfig:
     barebones: bool = attrs.field(default=False, validator=_bool)
     enable_autolog_hparams: bool = attrs.field(default=True, validator=_bool)
     default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
-    log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
+    log_every_n_steps: int = attrs.field(default=50, converter=lambda v: 50 if v is None else v,
+                                         validator=_non_negative_int("log_every_n_steps", 1))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
     logger: Any = attrs.field(default=True, validator=_logger)
@@ -307,13 +309,16 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     names = FIELDS + tuple(declared)
     for key in kwargs:
         if key in LIGHTNING_ELSEWHERE:
-            raise ConfigurationError(f"Trainer({key}=...) is a Lightning argument ember does not take: "
-                                     f"{LIGHTNING_ELSEWHERE[key]}")
+            if kwargs[key] is not None:
+                raise ConfigurationError(f"Trainer({key}={kwargs[key]!r}) is a Lightning argument ember does not "
+                                         f"take: {LIGHTNING_ELSEWHERE[key]}")
+            continue
         if key not in names:
             raise ConfigurationError(
                 f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )
+    kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off
     if kwargs.get("barebones"):
         _barebones(kwargs, declared)
     if kwargs.get("overfit_batches"):
@@ -323,6 +328,9 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
                                          f"{limit} itself; pass one of the two.")
             kwargs[limit] = kwargs["overfit_batches"]
     plugin_values = {name: kwargs.pop(name) if name in kwargs else o.default for name, o in declared.items()}
+    for name, option in declared.items():  # Lightning's None for a switch: its default
+        if plugin_values[name] is None and isinstance(option.default, bool):
+            plugin_values[name] = option.default
     for name, option in declared.items():
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])

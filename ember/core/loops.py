@@ -60,6 +60,8 @@ class Loops:
         self.manual_optimizers: list[ManualOptimizer] = []
         #: The loaders given to the running fit (None where its data comes from methods).
         self.fit_loaders: dict[str, Any] = {}
+        #: The loaders of the last validate/test/predict run, by stage.
+        self.eval_loaders: dict[str, list[Any]] = {}
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
@@ -318,6 +320,7 @@ class Loops:
     # -- validate / test / predict -------------------------------------------------------------------------
     def _eval_data(self, stage: str, given: Any) -> tuple[list[Any], list[float]]:
         loaders = stage_loaders(self.t, stage, given)
+        self.eval_loaders[stage] = loaders
         if not loaders:
             raise ConfigurationError(f"trainer.{stage}() found no data: pass dataloaders=..., define "
                                      f"{LOADER_METHODS[stage]}() on the module, or pass a datamodule.")
