@@ -113,14 +113,33 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     # (h) the weights after a few steps
     Scenario("weights", {"max_epochs": 3, "num_sanity_val_steps": 0}, {"momentum": 0.9},
              train_batches=8, record_calls=False),
+    # Trainer arguments that change the loop
+    Scenario("minus_one_from_on_train_batch_start", {"max_epochs": 2, "num_sanity_val_steps": 0},
+             {"end_epoch_at": 1}),
+    Scenario("reload_dataloaders_every_epoch",
+             {"max_epochs": 3, "reload_dataloaders_every_n_epochs": 1, "num_sanity_val_steps": 1},
+             {"loaders_from_methods": True}, train_batches=2, val_batches=1),
+    Scenario("overfit_batches", {"max_epochs": 2, "overfit_batches": 2, "num_sanity_val_steps": 0},
+             {"shuffle": True}, train_batches=6, val_batches=3),
+    Scenario("val_check_interval_half", {"max_epochs": 2, "val_check_interval": 0.5, "num_sanity_val_steps": 0},
+             val_batches=1),
+    Scenario("fast_dev_run", {"fast_dev_run": 2}, runs=("fit", "validate", "test"), val_batches=3),
+    Scenario("limits", {"max_epochs": 2, "limit_train_batches": 3, "limit_val_batches": 0.5,
+                        "limit_test_batches": 1, "num_sanity_val_steps": 2}, runs=("fit", "test"),
+             train_batches=5, val_batches=4),
+    Scenario("gradient_clipping_norm", {"max_epochs": 2, "gradient_clip_val": 0.05, "num_sanity_val_steps": 0},
+             record_calls=False),
+    Scenario("gradient_clipping_value", {"max_epochs": 2, "gradient_clip_val": 0.01,
+                                         "gradient_clip_algorithm": "value", "num_sanity_val_steps": 0},
+             record_calls=False),
 ]}
 
 
-def data(n_batches: int, seed: int) -> DataLoader:
+def data(n_batches: int, seed: int, shuffle: bool = False) -> DataLoader:
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(n_batches * 2, 4, generator=g)
     y = torch.randint(0, 2, (n_batches * 2,), generator=g)
-    return DataLoader(TensorDataset(x, y), batch_size=2)
+    return DataLoader(TensorDataset(x, y), batch_size=2, shuffle=shuffle)
 
 
 def describe(value: Any) -> Any:
@@ -144,9 +163,9 @@ def _method(name: str, params: tuple[str, ...], first: tuple[str, ...], record: 
     """A method ``name(self, *first, *params)`` that records its call (by name, so that a framework passing
     arguments by position and one passing them by keyword both reach it)."""
     args = ", ".join(("self", *first, *(p + "=0" if p == "dataloader_idx" else p for p in params)))
-    ret = "batch" if name in _RETURNS_BATCH else "None"
+    ret = "batch" if name in _RETURNS_BATCH else "answer"
     source = (f"def {name}({args}):\n"
-              f"    self._record({record!r}, {name!r}, {{{', '.join(f'{p!r}: {p}' for p in params)}}})\n"
+              f"    answer = self._record({record!r}, {name!r}, {{{', '.join(f'{p!r}: {p}' for p in params)}}})\n"
               f"    return {ret}\n")
     namespace: dict[str, Any] = {}
     exec(source, namespace)  # noqa: S102  (a fixed template over the names above)
@@ -179,7 +198,8 @@ def _entry(trainer: Any, who: str, name: str, args: dict[str, Any]) -> list:
 
 def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, stop_at: int | None = None,
                 none_at: tuple[int, ...] = (), validation_step: bool = True, log_combinations: bool = False,
-                momentum: float = 0.0) -> Any:
+                momentum: float = 0.0, end_epoch_at: int | None = None, loaders_from_methods: bool = False,
+                shuffle: bool = False, train_batches: int = 4, val_batches: int = 2) -> Any:
     """The scenario's module, on ``fw.Module``; hooks it calls are appended to ``log`` (None: not recorded)."""
 
     def __init__(self: Any) -> None:
@@ -188,11 +208,22 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
         self.layer = torch.nn.Linear(4, 2)
         self.log_errors: dict[str, str] = {}
 
-    def _record(self: Any, who: str, name: str, args: dict[str, Any]) -> None:
+    def _record(self: Any, who: str, name: str, args: dict[str, Any]) -> Any:
         if log is not None:
             log.append(_entry(self._trainer_or_none(), who, name, args))
         if name == "on_train_batch_end" and stop_at is not None and args["batch_idx"] == stop_at:
             self.trainer.should_stop = True
+        if name == "on_train_batch_start" and args["batch_idx"] == end_epoch_at:
+            return -1
+        return None
+
+    def train_dataloader(self: Any) -> DataLoader:
+        self._record("module", "train_dataloader", {})
+        return data(train_batches, 1)
+
+    def val_dataloader(self: Any) -> DataLoader:
+        self._record("module", "val_dataloader", {})
+        return data(val_batches, 2)
 
     def _trainer_or_none(self: Any) -> Any:
         try:
@@ -246,6 +277,8 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
                           "test_step": test_step, "configure_optimizers": configure_optimizers}
     if validation_step:
         ns["validation_step"] = validation_step_
+    if loaders_from_methods:
+        ns["train_dataloader"], ns["val_dataloader"] = train_dataloader, val_dataloader
     if log is not None:
         for name, params in MODULE_HOOKS.items():
             ns[name] = _method(name, params, (), "module")
@@ -270,10 +303,15 @@ def run(fw: Framework, scenario: Scenario) -> dict[str, Any]:
     fw.seed_everything(0)
     log: list = []
     calls = log if scenario.record_calls else None
-    module = make_module(fw, calls, **scenario.module)
+    options = dict(scenario.module)
+    shuffle, from_methods = options.pop("shuffle", False), options.get("loaders_from_methods", False)
+    module = make_module(fw, calls, **options, train_batches=scenario.train_batches,
+                         val_batches=scenario.val_batches)
     callbacks = [make_callback(fw, log)] if scenario.record_calls else []
     trainer = fw.Trainer(**{**QUIET, **scenario.trainer}, callbacks=callbacks)
-    train, val = data(scenario.train_batches, 1), data(scenario.val_batches, 2)
+    train, val = data(scenario.train_batches, 1, shuffle), data(scenario.val_batches, 2)
+    if from_methods:
+        train = val = None
     out: dict[str, Any] = {"runs": []}
     for fn in scenario.runs:
         start = len(log)
