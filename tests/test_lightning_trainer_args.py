@@ -242,3 +242,11 @@ def test_trainer_state_after_each_entry_point() -> None:
 def test_init_module_names_the_ember_way() -> None:
     with pytest.raises(ember.ConfigurationError, match="configure_model"):
         ember.Trainer(**QUIET).init_module()
+
+
+@pytest.mark.parametrize("kind", ["trainer_arguments", "trainer_attributes", "module_names", "datamodule_names",
+                                  "callback_hooks"])
+def test_docs_lightning_md_gives_every_lightning_name_a_status(kind: str) -> None:
+    page = (Path(__file__).parents[1] / "docs" / "lightning.md").read_text()
+    missing = [name for name in SURFACE[kind] if f"`{name}`" not in page]
+    assert missing == [], f"docs/lightning.md does not mention these Lightning {kind}: {missing}"

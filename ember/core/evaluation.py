@@ -7,7 +7,7 @@ Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
     per loader, per batch:
         batch to device -> on_<stage>_batch_start -> <stage>_step -> on_<stage>_batch_end
     on_<stage>_epoch_end -> (epoch metrics published) -> on_<stage>_end
-    model back to train mode (validation in a fit: -> on_validation_model_train)
+    model back to its mode -> (validation: on_validation_model_train)
 """
 
 from __future__ import annotations

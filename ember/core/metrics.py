@@ -117,7 +117,7 @@ class MetricLog:
     def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
         """Reduce the epoch values of ``results`` into ``callback_metrics`` (not during sanity checking)."""
         out = {}
-        for key, (entry, value) in results.epoch_values().items():
+        for entry, value in results.epoch_values().values():
             self.publish_epoch_value(entry, value)
             out[entry.epoch_key] = self.callback_metrics.get(entry.epoch_key, value)
         return out
@@ -151,7 +151,7 @@ class MetricLog:
         if not t.is_global_zero or t.sanity_checking:
             return
         values = {}
-        for key, entry in results.entries.items():
+        for entry in results.entries.values():
             if entry.on_epoch and entry.logger:
                 name = entry.epoch_key
                 value = self.callback_metrics.get(name)

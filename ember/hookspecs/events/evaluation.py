@@ -29,7 +29,8 @@ def on_validation_model_eval(trainer: TrainerLike, module: Any) -> None:
 
 @hookspec
 def on_validation_model_train(trainer: TrainerLike, module: Any) -> None:
-    """Called at the end of a validation run inside ``fit``, after the module is back in train mode.
+    """Called at the end of every validation run (inside ``fit`` and after ``trainer.validate()``, as in
+    Lightning), after the module is back in the mode it had before the run.
 
     :ranks: every rank
     :wrap: yes
