@@ -1,5 +1,6 @@
 """Golden hook-order tests: every hook call of a run, recorded through pluggy's hook-call monitoring
-(``ember.testing.HookRecorder``), against the order of design.md section 5 written out here by hand."""
+(``ember.testing.HookRecorder``), against the order of design.md section 5 written out here by hand. The same
+order, recorded from Lightning 2.6 itself, is checked by tests/test_lightning_differential.py."""
 
 from __future__ import annotations
 
@@ -91,8 +92,8 @@ def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = 
 def test_fit_with_sanity_check_and_validation() -> None:
     names = record(dict(max_epochs=2, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1,
                         gradient_clip_val=1.0))
-    epoch = ["on_train_epoch_start", *train_batch(clip=True), *train_batch(clip=True), *validation_run(1),
-             "on_train_epoch_end"]
+    epoch = ["on_train_epoch_start", *train_batch(clip=True), *train_batch(clip=True),
+             "on_validation_model_zero_grad", *validation_run(1), "on_train_epoch_end"]
     expected = [
         *run_start(),
         "process_dataloader", "process_dataloader",  # train, then val
@@ -176,7 +177,7 @@ def test_test() -> None:
     batch = [*transfer(), "on_test_batch_start", "step", "on_test_batch_end"]
     assert names == [
         *run_start(), "process_dataloader", "on_test_model_eval", "on_test_start", "on_test_epoch_start",
-        *batch, *batch, "on_test_epoch_end", "on_test_end", "teardown",
+        *batch, *batch, "on_test_epoch_end", "on_test_end", "on_test_model_train", "teardown",
     ]
 
 

@@ -312,9 +312,19 @@ class TrainingLoop:
         every = cfg.check_val_every_n_epoch
         return every is None or (self.progress.current_epoch + 1) % every == 0
 
+    def _window_open(self) -> bool:
+        """An accumulation window is open after the current batch (its gradients wait for more batches)."""
+        t, i = self.t, self.progress.batch_idx
+        if not getattr(t.module, "automatic_optimization", True) or i + 1 >= t.num_training_batches:
+            return False
+        return (i + 1) % t.config.accumulate_grad_batches != 0
+
     def run_validation(self) -> None:
         """A validation run inside the fit; the training's logging context is handed back as it was."""
         loop, t = self.loop, self.t
+        h = t.hook
+        if h.on_validation_model_zero_grad is not None and not self._window_open():
+            h.on_validation_model_zero_grad(trainer=t, module=t.module)
         saved = loop.log_context.saved()
         loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
         if t.hook.log_metrics is not None:

@@ -35,6 +35,9 @@ CALLBACK_HOOKS: dict[str, tuple[str, ...]] = {
     "on_test_start": (), "on_test_end": (), "on_test_epoch_start": (), "on_test_epoch_end": (),
     "on_test_batch_start": ("batch", "batch_idx", "dataloader_idx"),
     "on_test_batch_end": ("outputs", "batch", "batch_idx", "dataloader_idx"),
+    "on_predict_start": (), "on_predict_end": (), "on_predict_epoch_start": (), "on_predict_epoch_end": (),
+    "on_predict_batch_start": ("batch", "batch_idx", "dataloader_idx"),
+    "on_predict_batch_end": ("outputs", "batch", "batch_idx", "dataloader_idx"),
     "on_exception": ("exception",),
     "on_before_backward": ("loss",), "on_after_backward": (),
     "on_before_optimizer_step": ("optimizer",), "on_before_zero_grad": ("optimizer",),
@@ -51,9 +54,13 @@ MODULE_HOOKS: dict[str, tuple[str, ...]] = {
     "on_validation_batch_start": ("batch", "batch_idx", "dataloader_idx"),
     "on_validation_batch_end": ("outputs", "batch", "batch_idx", "dataloader_idx"),
     "on_test_start": (), "on_test_end": (), "on_test_epoch_start": (), "on_test_epoch_end": (),
-    "on_test_model_eval": (),
+    "on_test_model_eval": (), "on_test_model_train": (), "on_validation_model_zero_grad": (),
     "on_test_batch_start": ("batch", "batch_idx", "dataloader_idx"),
     "on_test_batch_end": ("outputs", "batch", "batch_idx", "dataloader_idx"),
+    "on_predict_start": (), "on_predict_end": (), "on_predict_epoch_start": (), "on_predict_epoch_end": (),
+    "on_predict_model_eval": (),
+    "on_predict_batch_start": ("batch", "batch_idx", "dataloader_idx"),
+    "on_predict_batch_end": ("outputs", "batch", "batch_idx", "dataloader_idx"),
     "on_before_batch_transfer": ("batch", "dataloader_idx"), "on_after_batch_transfer": ("batch", "dataloader_idx"),
     "on_before_backward": ("loss",), "on_after_backward": (),
     "on_before_optimizer_step": ("optimizer",), "on_before_zero_grad": ("optimizer",),
@@ -109,7 +116,7 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     # (g) the full hook order: sanity check, validation each epoch, accumulation with an incomplete window
     Scenario("hook_order_accumulation",
              {"max_epochs": 2, "accumulate_grad_batches": 2, "num_sanity_val_steps": 1, "limit_val_batches": 1},
-             runs=("fit", "validate", "test"), train_batches=3),
+             runs=("fit", "validate", "test", "predict"), train_batches=3),
     # (h) the weights after a few steps
     Scenario("weights", {"max_epochs": 3, "num_sanity_val_steps": 0}, {"momentum": 0.9},
              train_batches=8, record_calls=False),
@@ -268,13 +275,18 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
     def test_step(self: Any, batch: Any, batch_idx: int) -> None:
         _eval_step(self, "test", batch, batch_idx)
 
+    def predict_step(self: Any, batch: Any, batch_idx: int) -> torch.Tensor:
+        self._record("module", "predict_step", {"batch": batch, "batch_idx": batch_idx})
+        return self(batch[0])
+
     def configure_optimizers(self: Any) -> Any:
         self._record("module", "configure_optimizers", {})
         return torch.optim.SGD(self.parameters(), lr=0.1, momentum=momentum)
 
     ns: dict[str, Any] = {"__init__": __init__, "_record": _record, "_trainer_or_none": _trainer_or_none,
                           "_log_all": _log_all, "forward": forward, "training_step": training_step,
-                          "test_step": test_step, "configure_optimizers": configure_optimizers}
+                          "test_step": test_step, "predict_step": predict_step,
+                          "configure_optimizers": configure_optimizers}
     if validation_step:
         ns["validation_step"] = validation_step_
     if loaders_from_methods:
@@ -321,6 +333,8 @@ def run(fw: Framework, scenario: Scenario) -> dict[str, Any]:
             try:
                 if fn == "fit":
                     trainer.fit(module, train, val)
+                elif fn == "predict":
+                    record["returned"] = describe(trainer.predict(module, val))
                 else:
                     returned = getattr(trainer, fn)(module, val, verbose=False)
                     record["returned"] = [_floats(d) for d in returned]
