@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 import types
 import warnings
 import weakref
@@ -16,6 +18,8 @@ from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noo
 from ember.core.errors import PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
+
+log = logging.getLogger("ember")
 
 
 def _spec_names(module: Any) -> frozenset[str]:
@@ -234,3 +238,33 @@ def _may_be_marked(plugin: Any, name: str) -> bool:
             return getattr(value, _IMPL_MARK, None) is not None
         return isinstance(value, types.MemberDescriptorType)
     return False
+
+
+def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
+    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
+    if impl.wrapper or impl.hookwrapper:
+        return impl
+    function = impl.function
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception:
+            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+            return None
+
+    return pluggy.HookImpl(impl.plugin, impl.plugin_name, call, impl.opts)
+
+
+def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
+    """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
+    function = impl.function
+    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
+        return impl
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def skipped(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return pluggy.HookImpl(impl.plugin, impl.plugin_name, skipped, impl.opts)

@@ -10,7 +10,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import pluggy
 import torch
 
 from ember.core import discovery, options, seed, tracing
@@ -20,7 +19,7 @@ from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
-from ember.core.plugin_manager import _IMPL_MARK, EmberWarning, HookTable, PluginManager
+from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
 from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
@@ -374,7 +373,7 @@ class Trainer(TrainerProperties):
                 if self.hook.teardown is not None and self.state.setup_done:
                     if failed:  # as in Lightning: no callback or module teardown after an exception; plugins
                         # marked @hookimpl still release what they hold (process groups, threads, files)
-                        self.hook.call_each("teardown", _marked_only, trainer=self, module=model, stage=fn)
+                        self.hook.call_each("teardown", marked_only, trainer=self, module=model, stage=fn)
                     else:
                         self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
@@ -428,7 +427,7 @@ class Trainer(TrainerProperties):
         error.
         """
         try:
-            self.hook.call_each("on_exception", functools.partial(_guarded, exc=exc), trainer=self,
+            self.hook.call_each("on_exception", functools.partial(guarded, exc=exc), trainer=self,
                                 module=self.module, exception=exc)
         except Exception:
             log.exception("an on_exception wrapper raised while handling %r", exc)
@@ -470,36 +469,6 @@ class Trainer(TrainerProperties):
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
-
-
-def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
-    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
-    if impl.wrapper or impl.hookwrapper:
-        return impl
-    function = impl.function
-
-    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except Exception:
-            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
-            return None
-
-    return pluggy.HookImpl(impl.plugin, impl.plugin_name, guarded, impl.opts)
-
-
-def _marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
-    """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
-    function = impl.function
-    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
-        return impl
-
-    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
-    def skipped(*args: Any, **kwargs: Any) -> None:
-        return None
-
-    return pluggy.HookImpl(impl.plugin, impl.plugin_name, skipped, impl.opts)
 
 
 def _module_base() -> type:
