@@ -343,23 +343,24 @@ LIGHTNING_ELSEWHERE = {
                       "trainer.save_checkpoint) and upload the file with your registry's own client.",
 }
 
-#: What ``barebones=True`` switches off (Lightning's list): each must be left at its default or set off.
-_BAREBONES_OFF = {"logger": False, "enable_checkpointing": False, "enable_progress_bar": False,
-                  "enable_model_summary": False, "num_sanity_val_steps": 0, "fast_dev_run": False,
-                  "detect_anomaly": False, "profiler": None}
+#: What ``barebones=True`` switches off among core's arguments (Lightning's list); plugins' switches that are on
+#: by default (progress bar, model summary, checkpointing, ...) are switched off too.
+_BAREBONES_OFF = {"logger": False, "num_sanity_val_steps": 0, "fast_dev_run": False, "detect_anomaly": False,
+                  "profiler": None}
 
 
 def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
-    """``barebones=True``: no logger, checkpointing, progress bar, model summary, sanity check, fast_dev_run,
-    anomaly detection or profiler, for measuring the loop itself; asking for one of them as well is an
-    error (as in Lightning)."""
-    for name, off in _BAREBONES_OFF.items():
-        value = kwargs.get(name, off)
-        if value not in (off, None, False):
+    """``barebones=True``: the loop alone, for measuring it: no logger, sanity check, anomaly detection or
+    profiler, and none of the plugins a Trainer argument switches on by default; asking for one of them as well
+    is an error (as in Lightning)."""
+    off = dict(_BAREBONES_OFF)
+    off.update({name: False for name, option in declared.items() if option.switches and option.default is True})
+    for name, value_off in off.items():
+        value = kwargs.get(name, value_off)
+        if value not in (value_off, None, False):
             raise ConfigurationError(f"Trainer(barebones=True) runs without {name}; remove {name}={value!r} or "
                                      "barebones=True.")
-        if name in declared or name in FIELDS:
-            kwargs[name] = off
+        kwargs[name] = value_off
 
 
 def _declared_defaults() -> dict[str, Any]:
