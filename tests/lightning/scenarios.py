@@ -134,6 +134,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("limits", {"max_epochs": 2, "limit_train_batches": 3, "limit_val_batches": 0.5,
                         "limit_test_batches": 1, "num_sanity_val_steps": 2}, runs=("fit", "test"),
              train_batches=5, val_batches=4),
+    Scenario("manual_optimization", {"max_epochs": 2, "num_sanity_val_steps": 0}, {"manual": True},
+             val_batches=1),
     Scenario("gradient_clipping_norm", {"max_epochs": 2, "gradient_clip_val": 0.05, "num_sanity_val_steps": 0},
              record_calls=False),
     Scenario("gradient_clipping_value", {"max_epochs": 2, "gradient_clip_val": 0.01,
@@ -206,7 +208,7 @@ def _entry(trainer: Any, who: str, name: str, args: dict[str, Any]) -> list:
 def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, stop_at: int | None = None,
                 none_at: tuple[int, ...] = (), validation_step: bool = True, log_combinations: bool = False,
                 momentum: float = 0.0, end_epoch_at: int | None = None, loaders_from_methods: bool = False,
-                shuffle: bool = False, train_batches: int = 4, val_batches: int = 2) -> Any:
+                shuffle: bool = False, train_batches: int = 4, val_batches: int = 2, manual: bool = False) -> Any:
     """The scenario's module, on ``fw.Module``; hooks it calls are appended to ``log`` (None: not recorded)."""
 
     def __init__(self: Any) -> None:
@@ -214,6 +216,8 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
         torch.manual_seed(0)
         self.layer = torch.nn.Linear(4, 2)
         self.log_errors: dict[str, str] = {}
+        if manual:
+            self.automatic_optimization = False
 
     def _record(self: Any, who: str, name: str, args: dict[str, Any]) -> Any:
         if log is not None:
@@ -260,7 +264,13 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
         if batch_idx in none_at:
             return None
         x, y = batch
-        return torch.nn.functional.cross_entropy(self(x), y)
+        loss = torch.nn.functional.cross_entropy(self(x), y)
+        if manual:
+            opt = self.optimizers()
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+        return loss
 
     def _eval_step(self: Any, stage: str, batch: Any, batch_idx: int) -> None:
         self._record("module", f"{stage}_step", {"batch": batch, "batch_idx": batch_idx})
