@@ -94,6 +94,8 @@ class Scenario:
     val_batches: int = 2
     #: Record every hook call (else only the counters, metrics and weights).
     record_calls: bool = True
+    #: How many validation (and test) loaders.
+    val_loaders: int = 1
 
 
 SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
@@ -134,6 +136,8 @@ SCENARIOS: dict[str, Scenario] = {s.name: s for s in [
     Scenario("limits", {"max_epochs": 2, "limit_train_batches": 3, "limit_val_batches": 0.5,
                         "limit_test_batches": 1, "num_sanity_val_steps": 2}, runs=("fit", "test"),
              train_batches=5, val_batches=4),
+    Scenario("two_validation_loaders", {"max_epochs": 1, "num_sanity_val_steps": 0}, {"log_combinations": True},
+             runs=("fit", "validate", "test"), val_loaders=2),
     Scenario("manual_optimization", {"max_epochs": 2, "num_sanity_val_steps": 0}, {"manual": True},
              val_batches=1),
     Scenario("gradient_clipping_norm", {"max_epochs": 2, "gradient_clip_val": 0.05, "num_sanity_val_steps": 0},
@@ -279,10 +283,10 @@ def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, 
         x, y = batch
         self.log(f"{stage}_loss", torch.nn.functional.cross_entropy(self(x), y))
 
-    def validation_step_(self: Any, batch: Any, batch_idx: int) -> None:
+    def validation_step_(self: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         _eval_step(self, "validation", batch, batch_idx)
 
-    def test_step(self: Any, batch: Any, batch_idx: int) -> None:
+    def test_step(self: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         _eval_step(self, "test", batch, batch_idx)
 
     def predict_step(self: Any, batch: Any, batch_idx: int) -> torch.Tensor:
@@ -332,6 +336,8 @@ def run(fw: Framework, scenario: Scenario) -> dict[str, Any]:
     callbacks = [make_callback(fw, log)] if scenario.record_calls else []
     trainer = fw.Trainer(**{**QUIET, **scenario.trainer}, callbacks=callbacks)
     train, val = data(scenario.train_batches, 1, shuffle), data(scenario.val_batches, 2)
+    if scenario.val_loaders > 1:
+        val = [data(scenario.val_batches, 2 + i) for i in range(scenario.val_loaders)]
     if from_methods:
         train = val = None
     out: dict[str, Any] = {"runs": []}
