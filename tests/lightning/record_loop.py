@@ -53,6 +53,19 @@ def surface() -> dict:
             "datamodule_names": datamodule_names}
 
 
+def readable(obj: object, indent: str = "") -> str:
+    """JSON with one hook call (or other short list) per line, so that a re-recording diffs line by line."""
+    inner = indent + " "
+    if isinstance(obj, dict) and obj:
+        items = [f"{inner}{json.dumps(k)}: {readable(v, inner)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + indent + "}"
+    if isinstance(obj, list) and obj and all(isinstance(v, dict) for v in obj):
+        return "[\n" + ",\n".join(inner + readable(v, inner) for v in obj) + "\n" + indent + "]"
+    if isinstance(obj, list) and obj and all(isinstance(v, list) for v in obj):
+        return "[\n" + ",\n".join(inner + json.dumps(v) for v in obj) + "\n" + indent + "]"
+    return json.dumps(obj)
+
+
 def main() -> None:
     import warnings
 
@@ -62,7 +75,7 @@ def main() -> None:
     fw = framework()
     results = {name: scenarios.run(fw, s) for name, s in scenarios.SCENARIOS.items()}
     loop = {"lightning": L.__version__, "torch": torch.__version__, "scenarios": results}
-    (HERE / "loop.json").write_text(json.dumps(loop, indent=1) + "\n")
+    (HERE / "loop.json").write_text(readable(loop) + "\n")
     (HERE / "surface.json").write_text(json.dumps(surface(), indent=1) + "\n")
 
 
