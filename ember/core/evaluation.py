@@ -46,7 +46,7 @@ class EvaluationLoop:
             loop.val_results = results  # type: ignore[assignment]  # not None for validate
         elif stage == "test":
             loop.test_results = results  # type: ignore[assignment]
-        t.state.stage = stage
+        t.state.stage = "sanity_check" if t.state.sanity_checking else stage
         loop.log_context.enter(results, len(loaders), EPOCH_HOOK)
         model = t.model
         was_training = model.training

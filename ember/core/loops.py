@@ -257,6 +257,7 @@ class Loops:
         t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
         h = t.hook
         t.state.sanity_checking = True
+        t.state.stage = "sanity_check"
         try:
             with preserved_rng(t.root_device):
                 if h.on_sanity_check_start is not None:

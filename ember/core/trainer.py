@@ -32,6 +32,8 @@ SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkp
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
+#: The stage a run is in from its start (its setup included), as in Lightning.
+_FIRST_STAGE = {"fit": "train", "validate": "validate", "test": "test", "predict": "predict"}
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -341,7 +343,7 @@ class Trainer(TrainerProperties):
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
         model = check_run_inputs(fn, model, self.module, datamodule, loaders)
         self.module, self.datamodule = model, datamodule
-        self.state = TrainerState(fn=fn, status="running")
+        self.state = TrainerState(fn=fn, stage=_FIRST_STAGE[fn], status="running")
         self.interrupted = False
         pm = self.plugin_manager
         registered = self.register_run_plugins(model, datamodule)

@@ -240,7 +240,7 @@ class TrainerProperties:
 
     @property
     def evaluating(self) -> bool:
-        return self.state.stage in ("validate", "test")
+        return self.state.stage in ("sanity_check", "validate", "test")
 
     @property
     def enable_validation(self) -> bool:

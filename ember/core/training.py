@@ -323,6 +323,7 @@ class TrainingLoop:
         """A validation run inside the fit; the training's logging context is handed back as it was."""
         loop, t = self.loop, self.t
         h = t.hook
+        t.state.stage = "validate"
         if h.on_validation_model_zero_grad is not None and not self._window_open():
             h.on_validation_model_zero_grad(trainer=t, module=t.module)
         saved = loop.log_context.saved()

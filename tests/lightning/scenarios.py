@@ -206,7 +206,8 @@ def make_callback(fw: Framework, log: list) -> Any:
 def _entry(trainer: Any, who: str, name: str, args: dict[str, Any]) -> list:
     step = trainer.global_step if trainer is not None else None
     epoch = trainer.current_epoch if trainer is not None else None
-    return [f"{who}.{name}", {k: describe(v) for k, v in args.items()}, step, epoch]
+    stage = getattr(trainer.state.stage, "value", trainer.state.stage) if trainer is not None else None
+    return [f"{who}.{name}", {k: describe(v) for k, v in args.items()}, step, epoch, stage]
 
 
 def make_module(fw: Framework, log: list | None, *, fail_at: int | None = None, stop_at: int | None = None,
