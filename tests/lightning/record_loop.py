@@ -2,7 +2,9 @@
 tests/test_lightning_differential.py and docs/lightning.md.
 
 Run in an environment with Lightning installed (not a dependency of ember), from the repository root:
-    python tests/lightning/record_loop.py
+    python3 -m venv /tmp/venv-lightning && /tmp/venv-lightning/bin/pip install torch==2.13.0 'lightning==2.6.*'
+    /tmp/venv-lightning/bin/python tests/lightning/record_loop.py
+Re-record after changing scenarios.py; tests/test_lightning_differential.py then compares ember with the file.
 
 Writes tests/lightning/loop.json (what each scenario did: hook calls with their arguments' shapes, metric
 dicts, counters, state, final weights) and tests/lightning/surface.json (the names of Lightning's Trainer
