@@ -1,5 +1,6 @@
 """Golden hook-order tests: every hook call of a run, recorded through pluggy's hook-call monitoring
-(``ember.testing.HookRecorder``), against the order of design.md section 5 written out here by hand."""
+(``ember.testing.HookRecorder``), against the order of design.md section 5 written out here by hand. The same
+order, recorded from Lightning 2.6 itself, is checked by tests/test_lightning_differential.py."""
 
 from __future__ import annotations
 
@@ -65,12 +66,14 @@ def train_batch(*, zero_grad: bool = True, opt_step: bool = True, clip: bool = F
     return out + ["on_train_batch_end"]
 
 
-def validation_run(batches: int, in_fit: bool = True) -> list[str]:
+def validation_run(batches: int) -> list[str]:
+    """One validation run; on_validation_model_train ends it in trainer.validate() too, as in Lightning
+    (tests/lightning/loop.json, scenario hook_order_accumulation)."""
     out = ["on_validation_model_eval", "on_validation_start", "on_validation_epoch_start"]
     for _ in range(batches):
         out += [*transfer(), "on_validation_batch_start", "step", "on_validation_batch_end"]
     out += ["on_validation_epoch_end", "on_validation_end"]
-    return out + (["on_validation_model_train"] if in_fit else [])
+    return out + ["on_validation_model_train"]
 
 
 def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = Hooked, **data: Any) -> list[str]:
@@ -89,8 +92,8 @@ def record(trainer_kwargs: dict[str, Any], run: str = "fit", module_cls: type = 
 def test_fit_with_sanity_check_and_validation() -> None:
     names = record(dict(max_epochs=2, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=1,
                         gradient_clip_val=1.0))
-    epoch = ["on_train_epoch_start", *train_batch(clip=True), *train_batch(clip=True), *validation_run(1),
-             "on_train_epoch_end"]
+    epoch = ["on_train_epoch_start", *train_batch(clip=True), *train_batch(clip=True),
+             "on_validation_model_zero_grad", *validation_run(1), "on_train_epoch_end"]
     expected = [
         *run_start(),
         "process_dataloader", "process_dataloader",  # train, then val
@@ -166,7 +169,7 @@ def test_manual_optimization() -> None:
 
 def test_validate() -> None:
     names = record(dict(limit_val_batches=2), run="validate")
-    assert names == [*run_start(), "process_dataloader", *validation_run(2, in_fit=False), "teardown"]
+    assert names == [*run_start(), "process_dataloader", *validation_run(2), "teardown"]
 
 
 def test_test() -> None:
@@ -174,7 +177,7 @@ def test_test() -> None:
     batch = [*transfer(), "on_test_batch_start", "step", "on_test_batch_end"]
     assert names == [
         *run_start(), "process_dataloader", "on_test_model_eval", "on_test_start", "on_test_epoch_start",
-        *batch, *batch, "on_test_epoch_end", "on_test_end", "teardown",
+        *batch, *batch, "on_test_epoch_end", "on_test_end", "on_test_model_train", "teardown",
     ]
 
 

@@ -177,11 +177,11 @@ def test_super_calls_reach_the_base_no_ops() -> None:
 # -- overrides: never ignored in silence -------------------------------------------------------------------
 def test_an_override_ember_never_calls_is_named() -> None:
     class Model(TinyClassifier):
-        def on_test_model_train(self):
+        def on_predict_model_train(self):
             pass
 
     train, _ = tiny_loaders(n=16, batch_size=8)
-    with pytest.warns(ember.EmberWarning, match="on_test_model_train"):
+    with pytest.warns(ember.EmberWarning, match="on_predict_model_train"):
         ember.Trainer(**FAST_TRAINER_ARGS).fit(Model(), train)
 
 

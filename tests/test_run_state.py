@@ -33,7 +33,9 @@ def test_state_follows_lightning_fn_stage_status() -> None:
     trainer = ember.Trainer(max_epochs=1, callbacks=[Probe()], num_sanity_val_steps=1, **QUIET)
     assert trainer.state.status == "initializing" and not trainer.state.finished
     trainer.fit(TinyClassifier(), loader(2), loader(1))
-    assert seen == [("fit", "validate", True, True), ("fit", "train", "running", True),
+    # Lightning's stages: "sanity_check" during the sanity check (validating is False there), as recorded in
+    # tests/lightning/loop.json
+    assert seen == [("fit", "sanity_check", True, False), ("fit", "train", "running", True),
                     ("fit", "train", "running", True), ("fit", "validate", False, True)]
     assert trainer.state.finished and trainer.state.stage is None and trainer.state["fn"] == "fit"
     assert trainer.state.get("nothing", 3) == 3

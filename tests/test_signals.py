@@ -47,12 +47,17 @@ def data() -> DataLoader:
 def test_sigint_saves_after_the_batch_and_raises_keyboard_interrupt(tmp_path: Path) -> None:
     torn = []
 
-    class Teardown:
+    class Teardown:  # a Lightning-style callback: no teardown after an exception, as in Lightning
         def teardown(self, stage: str) -> None:
-            torn.append(stage)
+            torn.append(("callback", stage))
+
+    class Releases:  # a plugin marked @hookimpl still releases what it holds
+        @ember.hookimpl
+        def teardown(self, stage: str) -> None:
+            torn.append(("plugin", stage))
 
     before = signal.getsignal(signal.SIGINT)
-    trainer = make(tmp_path, SendAt(13, lambda t: os.kill(os.getpid(), signal.SIGINT)), Teardown())
+    trainer = make(tmp_path, SendAt(13, lambda t: os.kill(os.getpid(), signal.SIGINT)), Teardown(), Releases())
     model = TinyClassifier()
     with pytest.raises(KeyboardInterrupt) as info:
         trainer.fit(model, data())
@@ -63,7 +68,7 @@ def test_sigint_saves_after_the_batch_and_raises_keyboard_interrupt(tmp_path: Pa
     assert (progress["phase"], progress["epoch"], progress["batch_idx"], progress["global_step"]) == \
         ("batch", 1, 3, 14)
     assert trainer.interrupted and trainer.state["status"] == "interrupted"
-    assert torn == ["fit"]
+    assert torn == [("plugin", "fit")]
     assert signal.getsignal(signal.SIGINT) is before  # handlers put back
     saved = safe_load(str(last))["state_dict"]  # the weights stay in memory, as saved
     assert all(torch.equal(saved[k], v) for k, v in model.state_dict().items())

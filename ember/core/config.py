@@ -143,6 +143,11 @@ def _optional_bool(instance: Any, attribute: attrs.Attribute, value: Any) -> Non
         raise _fail(attribute.name, value, "expected True, False or None (None: use the environment variable)")
 
 
+def _bool(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise _fail(attribute.name, value, "expected True or False")
+
+
 def _trace(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None or isinstance(value, (bool, str, os.PathLike)) or callable(getattr(value, "write", None)):
         return
@@ -234,7 +239,8 @@ class TrainerConfig:
     val_check_interval: int | float | None = attrs.field(default=None, validator=_val_check_interval)
     check_val_every_n_epoch: int | None = attrs.field(
         default=1, validator=_non_negative_int("check_val_every_n_epoch", 1, True))
-    num_sanity_val_steps: int = attrs.field(default=2, validator=_non_negative_int("num_sanity_val_steps", -1))
+    num_sanity_val_steps: int = attrs.field(default=2, converter=lambda v: 2 if v is None else v,
+                                            validator=_non_negative_int("num_sanity_val_steps", -1))
     fast_dev_run: bool | int = attrs.field(default=False, validator=_fast_dev_run)
     accumulate_grad_batches: int = attrs.field(
         default=1, validator=_non_negative_int("accumulate_grad_batches", 1))
@@ -243,8 +249,17 @@ class TrainerConfig:
     deterministic: bool | str | None = None
     benchmark: bool | None = None
     inference_mode: bool = True
+    overfit_batches: int | float = attrs.field(default=0.0, validator=_limit)
+    reload_dataloaders_every_n_epochs: int = attrs.field(
+        default=0, validator=_non_negative_int("reload_dataloaders_every_n_epochs"))
+    detect_anomaly: bool = attrs.field(default=False, validator=_bool)
+    sync_batchnorm: bool = attrs.field(default=False, validator=_bool)
+    use_distributed_sampler: bool = attrs.field(default=True, validator=_bool)
+    barebones: bool = attrs.field(default=False, validator=_bool)
+    enable_autolog_hparams: bool = attrs.field(default=True, validator=_bool)
     default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
-    log_every_n_steps: int = attrs.field(default=50, validator=_non_negative_int("log_every_n_steps", 1))
+    log_every_n_steps: int = attrs.field(default=50, converter=lambda v: 50 if v is None else v,
+                                         validator=_non_negative_int("log_every_n_steps", 1))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
     logger: Any = attrs.field(default=True, validator=_logger)
@@ -293,16 +308,59 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     declared = {o.name: o for o in options.declarations().of_plugins()}
     names = FIELDS + tuple(declared)
     for key in kwargs:
+        if key in LIGHTNING_ELSEWHERE:
+            if kwargs[key] is not None:
+                raise ConfigurationError(f"Trainer({key}={kwargs[key]!r}) is a Lightning argument ember does not "
+                                         f"take: {LIGHTNING_ELSEWHERE[key]}")
+            continue
         if key not in names:
             raise ConfigurationError(
                 f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )
+    kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off
+    if kwargs.get("barebones"):
+        _barebones(kwargs, declared)
+    if kwargs.get("overfit_batches"):
+        for limit in ("limit_train_batches", "limit_val_batches"):
+            if kwargs.get(limit) is not None:
+                raise ConfigurationError(f"Trainer(overfit_batches={kwargs['overfit_batches']!r}) sets "
+                                         f"{limit} itself; pass one of the two.")
+            kwargs[limit] = kwargs["overfit_batches"]
     plugin_values = {name: kwargs.pop(name) if name in kwargs else o.default for name, o in declared.items()}
+    for name, option in declared.items():  # Lightning's None for a switch: its default
+        if plugin_values[name] is None and isinstance(option.default, bool):
+            plugin_values[name] = option.default
     for name, option in declared.items():
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])
     return TrainerConfig(**kwargs, plugin_options=plugin_values)
+
+
+#: Lightning Trainer arguments ember does not take, each with the ember way to get what it does.
+LIGHTNING_ELSEWHERE = {
+    "model_registry": "ember has no model-registry upload; save with ModelCheckpoint (or "
+                      "trainer.save_checkpoint) and upload the file with your registry's own client.",
+}
+
+#: What ``barebones=True`` switches off among core's arguments (Lightning's list); plugins' switches that are on
+#: by default (progress bar, model summary, checkpointing, ...) are switched off too.
+_BAREBONES_OFF = {"logger": False, "num_sanity_val_steps": 0, "fast_dev_run": False, "detect_anomaly": False,
+                  "profiler": None}
+
+
+def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
+    """``barebones=True``: the loop alone, for measuring it: no logger, sanity check, anomaly detection or
+    profiler, and none of the plugins a Trainer argument switches on by default; asking for one of them as well
+    is an error (as in Lightning)."""
+    off = dict(_BAREBONES_OFF)
+    off.update({name: False for name, option in declared.items() if option.switches and option.default is True})
+    for name, value_off in off.items():
+        value = kwargs.get(name, value_off)
+        if value not in (value_off, None, False):
+            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}; remove {name}={value!r} or "
+                                     "barebones=True.")
+        kwargs[name] = value_off
 
 
 def _declared_defaults() -> dict[str, Any]:
@@ -353,6 +411,13 @@ CORE_HELP = {
     "deterministic": "use deterministic algorithms (true, false, warn)",
     "benchmark": "cudnn.benchmark",
     "inference_mode": "evaluate under torch.inference_mode (false: torch.no_grad)",
+    "overfit_batches": "train and validate on this many training batches (int) or fraction, unshuffled",
+    "reload_dataloaders_every_n_epochs": "call the *_dataloader() methods again every N epochs (0: once)",
+    "detect_anomaly": "run the fit under torch.autograd.set_detect_anomaly (slow; finds NaN sources)",
+    "sync_batchnorm": "turn BatchNorm layers into SyncBatchNorm when training on several processes",
+    "use_distributed_sampler": "give each process its shard of the data with a distributed sampler",
+    "barebones": "no logger, checkpointing, progress bar or model summary: the loop alone",
+    "enable_autolog_hparams": "hand the module's and DataModule's hparams to the loggers at fit start",
     "default_root_dir": "where logs and checkpoints go (default: the current directory)",
     "log_every_n_steps": "write step metrics to the loggers every N optimizer steps",
     "block_plugins": "plugin identities never to register",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -36,9 +37,32 @@ def stage_loaders(trainer: Trainer, stage: str, given: Any) -> list[Any]:
         else [given]
     out = []
     for loader in items:
+        if trainer.config.overfit_batches and stage in ("train", "validate"):
+            loader = sequential(loader, stage)
         processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
         out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
     return out
+
+
+def sequential(loader: Any, stage: str) -> Any:
+    """``overfit_batches``: the same batches every epoch, so a shuffling ``DataLoader`` is rebuilt without
+    shuffling (with a warning, as in Lightning)."""
+    sampler = getattr(loader, "sampler", None)
+    if not isinstance(loader, torch.utils.data.DataLoader) or isinstance(sampler, torch.utils.data.SequentialSampler) \
+            or isinstance(loader.dataset, torch.utils.data.IterableDataset):
+        return loader
+    if type(loader) is not torch.utils.data.DataLoader or loader.batch_size is None:
+        raise ConfigurationError(f"Trainer(overfit_batches=...) needs the {stage} data in a fixed order, but its "
+                                 f"loader ({type(loader).__name__} with {type(sampler).__name__}) cannot be rebuilt "
+                                 "without shuffling; pass a DataLoader with shuffle=False.")
+    warnings.warn(f"Trainer(overfit_batches=...) turns off the shuffling of the {stage} DataLoader, so that every "
+                  "epoch sees the same batches.", UserWarning, stacklevel=4)
+    return torch.utils.data.DataLoader(
+        loader.dataset, batch_size=loader.batch_size, shuffle=False, num_workers=loader.num_workers,
+        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
+        timeout=loader.timeout, worker_init_fn=loader.worker_init_fn, generator=loader.generator,
+        prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers,
+        pin_memory_device=loader.pin_memory_device, in_order=loader.in_order)
 
 
 def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:

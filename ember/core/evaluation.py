@@ -7,7 +7,7 @@ Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
     per loader, per batch:
         batch to device -> on_<stage>_batch_start -> <stage>_step -> on_<stage>_batch_end
     on_<stage>_epoch_end -> (epoch metrics published) -> on_<stage>_end
-    model back to train mode (validation in a fit: -> on_validation_model_train)
+    model back to its mode -> on_validation_model_train / on_test_model_train
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ember.core.loops import Loops
 
 _HOOK_STAGE = {"validate": "validation", "test": "test", "predict": "predict"}
-_EVENTS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end", "model_eval")
+_EVENTS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end", "model_eval")  # on_<stage>_...
 
 
 class EvaluationLoop:
@@ -46,7 +46,7 @@ class EvaluationLoop:
             loop.val_results = results  # type: ignore[assignment]  # not None for validate
         elif stage == "test":
             loop.test_results = results  # type: ignore[assignment]
-        t.state.stage = stage
+        t.state.stage = "sanity_check" if t.state.sanity_checking else stage
         loop.log_context.enter(results, len(loaders), EPOCH_HOOK)
         model = t.model
         was_training = model.training
@@ -65,13 +65,16 @@ class EvaluationLoop:
             _emit(events["epoch_end"], kw)
             if results is not None:
                 values = loop.metrics.publish_epoch(results)
+                loop.metrics.drop_step_values(results)
             _emit(events["end"], kw)
         if results is None:  # predict leaves the model in eval mode, as Lightning does
             return []
         if was_training:
             model.train()
-        if stage == "validate" and t.state.fn == "fit" and h.on_validation_model_train is not None:
+        if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
             h.on_validation_model_train(**kw)
+        elif stage == "test" and h.on_test_model_train is not None:
+            h.on_test_model_train(**kw)
         return [{k: float(v) for k, v in values.items() if "/dataloader_idx_" not in k or
                  k.endswith(f"/dataloader_idx_{i}")} for i in range(len(loaders))]
 

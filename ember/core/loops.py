@@ -58,6 +58,10 @@ class Loops:
         self.evaluation = EvaluationLoop(self)
         #: What ``self.optimizers()`` returns under manual optimization.
         self.manual_optimizers: list[ManualOptimizer] = []
+        #: The loaders given to the running fit (None where its data comes from methods).
+        self.fit_loaders: dict[str, Any] = {}
+        #: The loaders of the last validate/test/predict run, by stage.
+        self.eval_loaders: dict[str, list[Any]] = {}
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
@@ -88,10 +92,11 @@ class Loops:
         self._setup_module(fn)
         t = self.t
         t.ckpt_path = None
+        self.metrics.reset()
         if options.get("ckpt_path"):  # the weights now; a fit restores the rest once its optimizers exist
             t.checkpointing.restore(options["ckpt_path"], options.get("weights_only", True))
         if fn == "fit":
-            with t.checkpointing.fitting():
+            with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
         if fn == "predict":
             return self.predict(loaders["predict"], options.get("return_predictions", True))
@@ -147,6 +152,8 @@ class Loops:
         if h.configure_model is not None:
             with h.model_sharded_context(trainer=t):
                 h.configure_model(trainer=t, module=module)
+        if t.config.sync_batchnorm and t.world_size > 1:
+            module = torch.nn.SyncBatchNorm.convert_sync_batchnorm(module)
         module.to(t.root_device)
         converted = h.convert_module(trainer=t, module=module) if h.convert_module is not None else None
         if converted is not None and converted is not module:
@@ -176,7 +183,7 @@ class Loops:
         t = self.t
         h, module, ckpt = t.hook, t.module, t.checkpointing
         resume = self._prepare_fit(loaders)
-        if h.log_hyperparams is not None and t.is_global_zero:
+        if h.log_hyperparams is not None and t.is_global_zero and t.config.enable_autolog_hparams:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
@@ -205,6 +212,17 @@ class Loops:
     def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
         """The fit's data, optimizers and, when resuming, the restored state; returns where it resumes."""
         t = self.t
+        self.fit_loaders = loaders
+        self.load_fit_data()
+        self._check_val_interval()
+        self.setup_optimizers()
+        return t.checkpointing.restore_training()
+
+    def load_fit_data(self) -> None:
+        """The fit's training and validation loaders and their batch counts; called again every
+        ``reload_dataloaders_every_n_epochs`` epochs (loaders given to ``fit`` are the same objects again,
+        ``*_dataloader()`` methods are called again)."""
+        t, loaders = self.t, self.fit_loaders
         train = stage_loaders(t, "train", loaders["train"])
         if not train:
             raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
@@ -221,10 +239,12 @@ class Loops:
                 "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
                 "purpose.")
         training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
+        if training.val_loaders and not callable(getattr(t.module, "validation_step", None)):
+            warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
+                          "validation loop is skipped. Define validation_step, or pass no validation data.",
+                          UserWarning, stacklevel=5)
+            training.val_loaders = []
         t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
-        self._check_val_interval()
-        self.setup_optimizers()
-        return t.checkpointing.restore_training()
 
     def sanity_check(self) -> None:
         """on_sanity_check_start -> a few validation batches -> on_sanity_check_end, leaving the random state
@@ -237,6 +257,7 @@ class Loops:
         t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
         h = t.hook
         t.state.sanity_checking = True
+        t.state.stage = "sanity_check"
         try:
             with preserved_rng(t.root_device):
                 if h.on_sanity_check_start is not None:
@@ -300,6 +321,7 @@ class Loops:
     # -- validate / test / predict -------------------------------------------------------------------------
     def _eval_data(self, stage: str, given: Any) -> tuple[list[Any], list[float]]:
         loaders = stage_loaders(self.t, stage, given)
+        self.eval_loaders[stage] = loaders
         if not loaders:
             raise ConfigurationError(f"trainer.{stage}() found no data: pass dataloaders=..., define "
                                      f"{LOADER_METHODS[stage]}() on the module, or pass a datamodule.")

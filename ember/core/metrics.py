@@ -38,7 +38,10 @@ class MetricLog:
         """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
         ctx = self.context
         results = ctx.results
-        if results is None:
+        if results is None or self.trainer.config.barebones:
+            if self.trainer.config.barebones:
+                raise RuntimeError(f"self.log({name!r}) was called under Trainer(barebones=True), which records no "
+                                   "metrics; remove barebones=True to log.")
             if self.trainer.state.stage == "predict":
                 raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
                                    "the value from predict_step instead (trainer.predict returns the outputs).")
@@ -49,6 +52,9 @@ class MetricLog:
             d_step, d_epoch, _ = ctx.defaults
             on_step = d_step if on_step is None else on_step
             on_epoch = d_epoch if on_epoch is None else on_epoch
+            if not on_step and not on_epoch:
+                raise ValueError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; log it per "
+                                 "step (on_step=True), per epoch (on_epoch=True) or both.")
             entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
                                 sync_dist)
             results.entries[key] = entry
@@ -111,10 +117,22 @@ class MetricLog:
     def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
         """Reduce the epoch values of ``results`` into ``callback_metrics`` (not during sanity checking)."""
         out = {}
-        for key, (entry, value) in results.epoch_values().items():
+        for entry, value in results.epoch_values().values():
             self.publish_epoch_value(entry, value)
-            out[key] = self.callback_metrics.get(f"{key}_epoch" if entry.on_step else key, value)
+            out[entry.epoch_key] = self.callback_metrics.get(entry.epoch_key, value)
         return out
+
+    def reset(self) -> None:
+        """Forget every published value: each ``fit``/``validate``/``test`` starts with none (Lightning)."""
+        self.callback_metrics.clear()
+        self.logged_metrics.clear()
+        self.progress_bar_metrics.clear()
+
+    def drop_step_values(self, results: Results) -> None:
+        """After an evaluation epoch, ``callback_metrics`` keeps its epoch values only (Lightning)."""
+        for entry in results.entries.values():
+            if entry.on_step:
+                self.callback_metrics.pop(entry.step_key, None)
 
     def write_step(self, results: Results) -> None:
         """Hand the values the batch that just ended logged per step to the ``log_metrics`` hook."""
@@ -122,7 +140,7 @@ class MetricLog:
         if not t.is_global_zero or t.sanity_checking:
             return
         serial = self.progress.batches_seen - 1
-        fresh = {(f"{k}_step" if e.on_epoch else k): e.last for k, e in results.entries.items()
+        fresh = {e.step_key: e.last for e in results.entries.values()
                  if e.on_step and e.logger and e.last is not None and e.serial == serial}
         if fresh:
             self._write(fresh)
@@ -133,9 +151,9 @@ class MetricLog:
         if not t.is_global_zero or t.sanity_checking:
             return
         values = {}
-        for key, entry in results.entries.items():
+        for entry in results.entries.values():
             if entry.on_epoch and entry.logger:
-                name = f"{key}_epoch" if entry.on_step else key
+                name = entry.epoch_key
                 value = self.callback_metrics.get(name)
                 if value is not None:
                     values[name] = value

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
+import logging
 import types
 import warnings
 import weakref
@@ -14,9 +16,11 @@ import pluggy
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import PluginError, suggest
-from ember.core.positional import is_base_hook, positional_argnames, positional_impl, style_of
+from ember.core.positional import is_base_hook, positional_argnames, positional_impl, same_call, style_of
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
+
+log = logging.getLogger("ember")
 
 
 def _spec_names(module: Any) -> frozenset[str]:
@@ -30,8 +34,7 @@ EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
 _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 #: LightningModule hooks ember does not call: a module that overrides one is warned at registration.
-NOT_CALLED = frozenset({"on_validation_model_zero_grad", "on_test_model_train", "on_predict_model_train",
-                        "configure_sharded_model"})
+NOT_CALLED = frozenset({"on_predict_model_train", "configure_sharded_model"})
 
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
@@ -280,3 +283,33 @@ def _may_be_marked(plugin: Any, name: str) -> bool:
             return getattr(value, _IMPL_MARK, None) is not None
         return isinstance(value, types.MemberDescriptorType)
     return False
+
+
+def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
+    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
+    if impl.wrapper or impl.hookwrapper:
+        return impl
+    function = impl.function
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception:
+            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
+            return None
+
+    return same_call(impl, call)
+
+
+def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
+    """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
+    function = impl.function
+    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
+        return impl
+
+    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
+    def skipped(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    return same_call(impl, skipped)

@@ -32,8 +32,10 @@ class MetricEntry:
         self.on_step = on_step
         self.on_epoch = on_epoch
         # the names its values are published under (``loss_step``/``loss_epoch`` when logged both ways)
-        self.step_key = f"{name}_step" if on_epoch else name
-        self.epoch_key = f"{name}_epoch" if on_step else name
+        # (a dataloader suffix stays last: ``loss_epoch/dataloader_idx_1``, as in Lightning)
+        base, sep, idx = name.partition("/dataloader_idx_")
+        self.step_key = f"{base}_step{sep}{idx}" if on_epoch else name
+        self.epoch_key = f"{base}_epoch{sep}{idx}" if on_step else name
         self.prog_bar = prog_bar
         self.logger = logger
         self.reduce_fx = reduce_fx

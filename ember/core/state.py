@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ember.core.results import Results
 
 _FNS = (None, "fit", "validate", "test", "predict")
-_STAGES = (None, "train", "validate", "test", "predict")
+_STAGES = (None, "train", "sanity_check", "validate", "test", "predict")
 _STATUSES = ("initializing", "running", "finished", "interrupted", "failed", "launched")
 _PHASES = ("epoch_start", "batch")
 

@@ -10,7 +10,6 @@ import warnings
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import pluggy
 import torch
 
 from ember.core import discovery, module_overrides, options, seed, tracing
@@ -20,8 +19,7 @@ from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
-from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager
-from ember.core.positional import same_call
+from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
 from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
@@ -34,6 +32,8 @@ SELECTED_ROLES = ("accelerator", "strategy", "precision", "environment", "checkp
 #: Plugin identities that cannot be blocked.
 ESSENTIAL = frozenset({"core.defaults"})
 _STAGES = ("fit", "validate", "test", "predict")
+#: The stage a run is in from its start (its setup included), as in Lightning.
+_FIRST_STAGE = {"fit": "train", "validate": "validate", "test": "test", "predict": "predict"}
 
 
 def _env_blocked() -> tuple[str, ...]:
@@ -343,7 +343,7 @@ class Trainer(TrainerProperties):
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
         model = check_run_inputs(fn, model, self.module, datamodule, loaders)
         self.module, self.datamodule = model, datamodule
-        self.state = TrainerState(fn=fn, status="running")
+        self.state = TrainerState(fn=fn, stage=_FIRST_STAGE[fn], status="running")
         self.interrupted = False
         pm = self.plugin_manager
         module_overrides.attach_callbacks(self, model, _identity_of)  # the module's configure_callbacks()
@@ -355,9 +355,11 @@ class Trainer(TrainerProperties):
             model.__dict__["_trainer"] = self
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
+        failed = False
         try:
             return self.loop.run(fn, loaders, options)
         except BaseException as exc:
+            failed = True
             if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise
             interrupted = isinstance(exc, (KeyboardInterrupt, SignalExit))
@@ -372,7 +374,11 @@ class Trainer(TrainerProperties):
         finally:
             try:
                 if self.hook.teardown is not None and self.state.setup_done:
-                    self.hook.teardown(trainer=self, module=model, stage=fn)
+                    if failed:  # as in Lightning: no callback or module teardown after an exception; plugins
+                        # marked @hookimpl still release what they hold (process groups, threads, files)
+                        self.hook.call_each("teardown", marked_only, trainer=self, module=model, stage=fn)
+                    else:
+                        self.hook.teardown(trainer=self, module=model, stage=fn)
             finally:
                 seed.restore_deterministic(self)
                 if self.tracer is not None:
@@ -425,7 +431,7 @@ class Trainer(TrainerProperties):
         error.
         """
         try:
-            self.hook.call_each("on_exception", functools.partial(_guarded, exc=exc), trainer=self,
+            self.hook.call_each("on_exception", functools.partial(guarded, exc=exc), trainer=self,
                                 module=self.module, exception=exc)
         except Exception:
             log.exception("an on_exception wrapper raised while handling %r", exc)
@@ -467,23 +473,6 @@ class Trainer(TrainerProperties):
     def print(self, *args: Any, **kwargs: Any) -> None:
         if self.is_global_zero:
             print(*args, **kwargs)
-
-
-def _guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
-    """A copy of a plain ``impl`` whose exceptions are logged instead of raised (wrappers are kept as they are)."""
-    if impl.wrapper or impl.hookwrapper:
-        return impl
-    function = impl.function
-
-    @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
-    def guarded(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except Exception:
-            log.exception("on_exception of %s raised while handling %r", impl.plugin_name, exc)
-            return None
-
-    return same_call(impl, guarded)
 
 
 def _module_base() -> type:

@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import operator
 import os
+import signal
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember.core.checkpoint import is_checkpoint_callback
+from ember.core.errors import ConfigurationError
 from ember.core.results import to_floats
 
 if TYPE_CHECKING:
@@ -49,6 +51,9 @@ class TrainerProperties:
         role_identities: dict[str, str]
         extra_plugins: list[tuple[str, Any]]
         autoload_plugins: list[tuple[str, Any]]
+        role_plugins: dict[str, Any]
+        world_size: int
+        checkpointing: Any
 
     # The run state, read-only (``should_stop`` may be set): C-level getters, so reading them per step costs
     # no Python call.
@@ -159,3 +164,128 @@ class TrainerProperties:
         """The first checkpoint callback, or None."""
         found = self.checkpoint_callbacks
         return found[0] if found else None
+
+    # -- Lightning's remaining public attributes -------------------------------------------------------------
+    @property
+    def min_epochs(self) -> int | None:
+        return self.config.min_epochs
+
+    @property
+    def min_steps(self) -> int | None:
+        return self.config.min_steps
+
+    @property
+    def num_nodes(self) -> int:
+        return self.config.num_nodes
+
+    @property
+    def num_devices(self) -> int:
+        """Devices (processes) per node: from ``devices=`` (an int, a list, ``"0,1"``), else the run's."""
+        devices = self.config.devices
+        if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+            return devices
+        if isinstance(devices, (list, tuple)):
+            return len(devices)
+        if isinstance(devices, str) and devices.strip() not in ("auto", "-1", ""):
+            parts = [d for d in devices.split(",") if d.strip()]
+            return len(parts) if len(parts) > 1 or devices.strip().endswith(",") else int(parts[0])
+        return max(1, self.world_size // max(1, self.config.num_nodes))
+
+    @property
+    def device_ids(self) -> list[int]:
+        """The device indices of this node (``devices=[1, 3]`` gives ``[1, 3]``)."""
+        devices = self.config.devices
+        if isinstance(devices, (list, tuple)):
+            return [int(d) for d in devices]
+        if isinstance(devices, str) and "," in devices:
+            return [int(d) for d in devices.split(",") if d.strip()]
+        return list(range(self.num_devices))
+
+    @property
+    def accelerator(self) -> Any:
+        """The active accelerator plugin (its identity: ``trainer.role_identities["accelerator"]``)."""
+        return self.role_plugins["accelerator"]
+
+    @property
+    def strategy(self) -> Any:
+        """The active strategy plugin."""
+        return self.role_plugins["strategy"]
+
+    @property
+    def precision_plugin(self) -> Any:
+        """The active precision plugin (``trainer.precision`` is its name)."""
+        return self.role_plugins["precision"]
+
+    @property
+    def scaler(self) -> Any:
+        """The gradient scaler of a 16-mixed precision plugin, else None."""
+        return getattr(self.role_plugins["precision"], "scaler", None)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """What a ``DistributedSampler`` of this process needs, or None in a single process."""
+        return {"num_replicas": self.world_size, "rank": self.global_rank} if self.world_size > 1 else None
+
+    @property
+    def early_stopping_callbacks(self) -> list[Any]:
+        """The early-stopping callbacks of this trainer (anything with ``patience`` and ``wait_count``)."""
+        return [p for _, p in self.extra_plugins + self.autoload_plugins
+                if hasattr(p, "patience") and hasattr(p, "wait_count")]
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        """The first early-stopping callback, or None."""
+        found = self.early_stopping_callbacks
+        return found[0] if found else None
+
+    @property
+    def evaluating(self) -> bool:
+        return self.state.stage in ("sanity_check", "validate", "test")
+
+    @property
+    def enable_validation(self) -> bool:
+        """A fit would validate: the module has ``validation_step`` and ``limit_val_batches`` is not 0."""
+        module = self.module
+        return module is not None and callable(getattr(module, "validation_step", None)) and \
+            self.config.limit_val_batches != 0
+
+    @property
+    def is_last_batch(self) -> bool:
+        """The running training batch is the last of its epoch."""
+        return self.loop.progress.batch_idx + 1 >= self.num_training_batches
+
+    @property
+    def train_dataloader(self) -> Any:
+        """The fit's training loader (None before a fit)."""
+        return self.loop.training.train_loader
+
+    @property
+    def val_dataloaders(self) -> Any:
+        """The validation loader (a list when several; None when there is none)."""
+        return _one_or_list(self.loop.training.val_loaders if self.state.fn == "fit"
+                            else self.loop.eval_loaders.get("validate", []))
+
+    @property
+    def test_dataloaders(self) -> Any:
+        return _one_or_list(self.loop.eval_loaders.get("test", []))
+
+    @property
+    def predict_dataloaders(self) -> Any:
+        return _one_or_list(self.loop.eval_loaders.get("predict", []))
+
+    @property
+    def received_sigterm(self) -> bool:
+        """SIGTERM asked the running fit to stop (it stops at the next safe point)."""
+        return self.checkpointing.stop_signal == signal.SIGTERM
+
+    def init_module(self, empty_init: bool | None = None) -> Any:
+        raise ConfigurationError(
+            "trainer.init_module() is not available in ember: create the module as usual (the Trainer moves it to "
+            "the device and converts it to the precision), or build large layers in the module's configure_model() "
+            "hook, which runs in the strategy's sharded context.")
+
+
+def _one_or_list(loaders: list[Any]) -> Any:
+    if not loaders:
+        return None
+    return loaders[0] if len(loaders) == 1 else loaders

@@ -74,8 +74,8 @@ class TrainingLoop:
     def run_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         batches, read_to_end = self._start_epoch(resume)
-        validated_at_end, scheds_stepped = self._run_batches(batches, read_to_end)
-        self._end_epoch(validated_at_end, scheds_stepped)
+        scheds_stepped = self._run_batches(batches, read_to_end)
+        self._end_epoch(scheds_stepped)
 
     def _start_epoch(self, resume: FitProgress | None) -> tuple[Any, bool]:
         loop, t = self.loop, self.t
@@ -84,6 +84,9 @@ class TrainingLoop:
         results = loop.train_results
         if resume is None:
             results.reset()
+            every = t.config.reload_dataloaders_every_n_epochs
+            if every and self.progress.current_epoch and self.progress.current_epoch % every == 0:
+                loop.load_fit_data()
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
@@ -105,9 +108,9 @@ class TrainingLoop:
             loader = ckpt.resumed_batches(start)
         return (enumerate(loader, start) if n != math.inf else with_last(loader, start)), read_to_end
 
-    def _run_batches(self, batches: Any, read_to_end: bool) -> tuple[bool, bool]:
-        """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether
-        validation ran after the last batch, and whether the epoch's scheduler steps were taken."""
+    def _run_batches(self, batches: Any, read_to_end: bool) -> bool:
+        """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether the
+        epoch's scheduler steps were taken."""
         t, p, loop = self.t, self.progress, self.loop
         h, module, ckpt, ctx = t.hook, t.module, t.checkpointing, loop.log_context
         results, transfer, metrics = loop.train_results, loop.transfer, loop.metrics
@@ -117,7 +120,7 @@ class TrainingLoop:
         self.overrides = overrides = module_overrides.overrides_of(module)
         if automatic and overrides.optimizer_step is not None:
             step_fn = functools.partial(module_overrides.batch_with_optimizer_step, self)
-        validated_at_end = scheds_stepped = False
+        scheds_stepped = False
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -145,9 +148,9 @@ class TrainingLoop:
                 next(batches, None)
             if h.log_metrics is not None and p.global_step != step_before and p.global_step % every == 0:
                 metrics.write_step(results)
-            if self.should_validate(batch_idx, is_last):
+            # Lightning validates after the batch that set should_stop too (when the fit may stop now)
+            if self.should_validate(batch_idx, is_last) or (p.should_stop and self._validate_on_stop()):
                 self.run_validation()
-                validated_at_end = is_last
             if is_last or (max_steps != -1 and p.global_step >= max_steps):
                 break
             if p.should_stop and self.can_stop():
@@ -155,16 +158,14 @@ class TrainingLoop:
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)
         ctx.batch = None
-        return validated_at_end, scheds_stepped
+        return scheds_stepped
 
-    def _end_epoch(self, validated_at_end: bool, scheds_stepped: bool) -> None:
+    def _end_epoch(self, scheds_stepped: bool) -> None:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
         if automatic and t.lr_scheduler_configs and not scheds_stepped:
             self.step_schedulers("epoch")
-        if not validated_at_end and self._epoch_end_validation_due():
-            self.run_validation()
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
@@ -202,9 +203,10 @@ class TrainingLoop:
         k = t.config.accumulate_grad_batches
         out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
                      dataloader_idx=0, stage="train")
-        if out is None:
-            return None
-        if isinstance(out, torch.Tensor):
+        loss: torch.Tensor | None = None
+        if out is None:  # skips backward only: zero_grad and the optimizer step keep their schedule (Lightning)
+            out = {}
+        elif isinstance(out, torch.Tensor):
             loss = out
         elif isinstance(out, dict) and "loss" in out:
             loss = out["loss"]
@@ -218,7 +220,8 @@ class TrainingLoop:
             if h.on_before_zero_grad is not None:
                 h.on_before_zero_grad(trainer=t, module=module, optimizer=opt)
             h.zero_grad(trainer=t, module=module, optimizer=opt)
-        self.backward(loss / k if k > 1 else loss, opt)
+        if loss is not None:
+            self.backward(loss / k if k > 1 else loss, opt)
         if is_last or (batch_idx + 1) % k == 0:
             self.optimizer_step(opt, clip=True)
         return out
@@ -328,18 +331,29 @@ class TrainingLoop:
         every = vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))
         return (batch_idx + 1) % every == 0
 
-    def _epoch_end_validation_due(self) -> bool:
-        """Validation at the end of an epoch that ended early (``-1``, ``max_steps``, ``should_stop``)."""
-        t, cfg, p = self.t, self.t.config, self.progress
-        if not self.val_loaders or not any(t.num_val_batches) or cfg.check_val_every_n_epoch is None:
+    def _validate_on_stop(self) -> bool:
+        """``should_stop`` is set and the fit may stop: validate now if this epoch validates at all (Lightning's
+        rule; an epoch that ends at ``max_steps`` or by ``-1`` from ``on_train_batch_start`` does not)."""
+        t, cfg = self.t, self.t.config
+        if not self.can_stop() or not self.val_loaders or not any(t.num_val_batches):
             return False
-        vci = None if cfg.fast_dev_run else cfg.val_check_interval
-        ended_early = self.loop.max_steps != -1 and p.global_step >= self.loop.max_steps
-        return ended_early and vci in (None, 1.0) and (p.current_epoch + 1) % cfg.check_val_every_n_epoch == 0
+        every = cfg.check_val_every_n_epoch
+        return every is None or (self.progress.current_epoch + 1) % every == 0
+
+    def _window_open(self) -> bool:
+        """An accumulation window is open after the current batch (its gradients wait for more batches)."""
+        t, i = self.t, self.progress.batch_idx
+        if not getattr(t.module, "automatic_optimization", True) or i + 1 >= t.num_training_batches:
+            return False
+        return (i + 1) % t.config.accumulate_grad_batches != 0
 
     def run_validation(self) -> None:
         """A validation run inside the fit; the training's logging context is handed back as it was."""
         loop, t = self.loop, self.t
+        h = t.hook
+        t.state.stage = "validate"
+        if h.on_validation_model_zero_grad is not None and not self._window_open():
+            h.on_validation_model_zero_grad(trainer=t, module=t.module)
         saved = loop.log_context.saved()
         loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
         if t.hook.log_metrics is not None:

@@ -100,6 +100,7 @@ __all__ = [
     "OnTestEpochEnd",
     "OnTestEpochStart",
     "OnTestModelEval",
+    "OnTestModelTrain",
     "OnTestStart",
     "OnTrainBatchEnd",
     "OnTrainBatchStart",
@@ -114,6 +115,7 @@ __all__ = [
     "OnValidationEpochStart",
     "OnValidationModelEval",
     "OnValidationModelTrain",
+    "OnValidationModelZeroGrad",
     "OnValidationStart",
     "OptimizerStep",
     "PrepareData",
@@ -298,7 +300,20 @@ if TYPE_CHECKING:
         """``on_validation_model_train`` (event hook)."""
 
         def on_validation_model_train(self, trainer: TrainerLike, module: Any) -> None:
-            """Called at the end of a validation run inside ``fit``, after the module is back in train mode."""
+            """Called at the end of every validation run (inside ``fit`` and after ``trainer.validate()``, as in
+            Lightning), after the module is back in the mode it had before the run.
+            """
+            return None
+
+    class OnValidationModelZeroGrad(Protocol):
+        """``on_validation_model_zero_grad`` (event hook)."""
+
+        def on_validation_model_zero_grad(self, trainer: TrainerLike, module: Any) -> None:
+            """Called inside ``fit`` before each validation run that follows training batches (not the sanity
+            check), when no accumulation window is open, before ``on_validation_model_eval``.
+            Lightning's module zeroes its gradients here to free their memory; ember's loop leaves
+            them to the next ``zero_grad``.
+            """
             return None
 
     class OnTestModelEval(Protocol):
@@ -306,6 +321,15 @@ if TYPE_CHECKING:
 
         def on_test_model_eval(self, trainer: TrainerLike, module: Any) -> None:
             """Called at the start of a test run, before ``on_test_start``, with the module in eval mode."""
+            return None
+
+    class OnTestModelTrain(Protocol):
+        """``on_test_model_train`` (event hook)."""
+
+        def on_test_model_train(self, trainer: TrainerLike, module: Any) -> None:
+            """Called at the end of every test run, after ``on_test_end``, with the module back in the mode it had
+            before the run.
+            """
             return None
 
     class OnPredictModelEval(Protocol):
@@ -485,7 +509,9 @@ if TYPE_CHECKING:
         OnAfterBatchTransfer,
         OnValidationModelEval,
         OnValidationModelTrain,
+        OnValidationModelZeroGrad,
         OnTestModelEval,
+        OnTestModelTrain,
         OnPredictModelEval,
         OnValidationStart,
         OnValidationEnd,
@@ -517,6 +543,6 @@ else:
     def _empty(name: str) -> type:
         return type(name, (), {"__doc__": f"Typing protocol {name} (empty at run time).", "__module__": __name__})
 
-    for _name in ["ConfigureModel", "EventHooks", "OnAfterBackward", "OnAfterBatchTransfer", "OnBeforeBackward", "OnBeforeBatchTransfer", "OnBeforeOptimizerStep", "OnBeforeZeroGrad", "OnException", "OnFitEnd", "OnFitStart", "OnLoadCheckpoint", "OnPredictBatchEnd", "OnPredictBatchStart", "OnPredictEnd", "OnPredictEpochEnd", "OnPredictEpochStart", "OnPredictModelEval", "OnPredictStart", "OnSanityCheckEnd", "OnSanityCheckStart", "OnSaveCheckpoint", "OnTestBatchEnd", "OnTestBatchStart", "OnTestEnd", "OnTestEpochEnd", "OnTestEpochStart", "OnTestModelEval", "OnTestStart", "OnTrainBatchEnd", "OnTrainBatchStart", "OnTrainEnd", "OnTrainEpochEnd", "OnTrainEpochStart", "OnTrainStart", "OnValidationBatchEnd", "OnValidationBatchStart", "OnValidationEnd", "OnValidationEpochEnd", "OnValidationEpochStart", "OnValidationModelEval", "OnValidationModelTrain", "OnValidationStart", "PrepareData", "Setup", "Teardown"]:
+    for _name in ["ConfigureModel", "EventHooks", "OnAfterBackward", "OnAfterBatchTransfer", "OnBeforeBackward", "OnBeforeBatchTransfer", "OnBeforeOptimizerStep", "OnBeforeZeroGrad", "OnException", "OnFitEnd", "OnFitStart", "OnLoadCheckpoint", "OnPredictBatchEnd", "OnPredictBatchStart", "OnPredictEnd", "OnPredictEpochEnd", "OnPredictEpochStart", "OnPredictModelEval", "OnPredictStart", "OnSanityCheckEnd", "OnSanityCheckStart", "OnSaveCheckpoint", "OnTestBatchEnd", "OnTestBatchStart", "OnTestEnd", "OnTestEpochEnd", "OnTestEpochStart", "OnTestModelEval", "OnTestModelTrain", "OnTestStart", "OnTrainBatchEnd", "OnTrainBatchStart", "OnTrainEnd", "OnTrainEpochEnd", "OnTrainEpochStart", "OnTrainStart", "OnValidationBatchEnd", "OnValidationBatchStart", "OnValidationEnd", "OnValidationEpochEnd", "OnValidationEpochStart", "OnValidationModelEval", "OnValidationModelTrain", "OnValidationModelZeroGrad", "OnValidationStart", "PrepareData", "Setup", "Teardown"]:
         globals()[_name] = _empty(_name)
     del _name

@@ -37,7 +37,7 @@ event)::
             optimizer_step                   (last micro-batch of a window)        +
             scheduler step                   (interval="step")                     +
             on_train_batch_end                                                     *
-            [validation run, as above, at val_check_interval]
+            [on_validation_model_zero_grad, validation run as above, at val_check_interval]
         on_train_epoch_end    (callbacks, then the module, then trylast monitors)
     on_train_end
     on_fit_end
@@ -46,7 +46,9 @@ event)::
 ``validate``/``test``/``predict`` run ``setup(stage)``, the evaluation run for that stage, and
 ``teardown(stage)``. On an exception anywhere in a run, ``on_exception`` runs and the exception propagates
 (``KeyboardInterrupt`` too: Ctrl-C during a fit first stops at the next safe point, see
-``ember.core.signals``); ``teardown`` runs in every case.
+``ember.core.signals``). After an exception ``teardown`` runs only for implementations marked
+``@ember.hookimpl`` (plugins releasing what they hold); the module's and Lightning-style callbacks' ``teardown``
+do not run, as in Lightning.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from ember.hookspecs.events.evaluation import (
     on_test_epoch_end,
     on_test_epoch_start,
     on_test_model_eval,
+    on_test_model_train,
     on_test_start,
     on_validation_batch_end,
     on_validation_batch_start,
@@ -79,6 +82,7 @@ from ember.hookspecs.events.evaluation import (
     on_validation_epoch_start,
     on_validation_model_eval,
     on_validation_model_train,
+    on_validation_model_zero_grad,
     on_validation_start,
 )
 from ember.hookspecs.events.fit import (
@@ -107,4 +111,4 @@ from ember.hookspecs.events.fit import (
 #: The phase modules, in the order the reference lists them.
 PHASES = (fit, evaluation, checkpoints,)
 
-__all__ = ["PHASES", "prepare_data", "setup", "configure_model", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end", "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end", "on_before_zero_grad", "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_batch_transfer", "on_after_batch_transfer", "on_validation_model_eval", "on_validation_model_train", "on_test_model_eval", "on_predict_model_eval", "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end", "on_validation_batch_start", "on_validation_batch_end", "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end", "on_test_batch_start", "on_test_batch_end", "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end", "on_predict_batch_start", "on_predict_batch_end", "on_exception", "on_save_checkpoint", "on_load_checkpoint"]
+__all__ = ["PHASES", "prepare_data", "setup", "configure_model", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end", "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end", "on_before_zero_grad", "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_batch_transfer", "on_after_batch_transfer", "on_validation_model_eval", "on_validation_model_train", "on_validation_model_zero_grad", "on_test_model_eval", "on_test_model_train", "on_predict_model_eval", "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end", "on_validation_batch_start", "on_validation_batch_end", "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end", "on_test_batch_start", "on_test_batch_end", "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end", "on_predict_batch_start", "on_predict_batch_end", "on_exception", "on_save_checkpoint", "on_load_checkpoint"]

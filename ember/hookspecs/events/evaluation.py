@@ -29,7 +29,21 @@ def on_validation_model_eval(trainer: TrainerLike, module: Any) -> None:
 
 @hookspec
 def on_validation_model_train(trainer: TrainerLike, module: Any) -> None:
-    """Called at the end of a validation run inside ``fit``, after the module is back in train mode.
+    """Called at the end of every validation run (inside ``fit`` and after ``trainer.validate()``, as in
+    Lightning), after the module is back in the mode it had before the run.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the running trainer.
+    :param module: the user's module.
+    """
+
+
+@hookspec
+def on_validation_model_zero_grad(trainer: TrainerLike, module: Any) -> None:
+    """Called inside ``fit`` before each validation run that follows training batches (not the sanity check),
+    when no accumulation window is open, before ``on_validation_model_eval``. Lightning's module zeroes its
+    gradients here to free their memory; ember's loop leaves them to the next ``zero_grad``.
 
     :ranks: every rank
     :wrap: yes
@@ -41,6 +55,18 @@ def on_validation_model_train(trainer: TrainerLike, module: Any) -> None:
 @hookspec
 def on_test_model_eval(trainer: TrainerLike, module: Any) -> None:
     """Called at the start of a test run, before ``on_test_start``, with the module in eval mode.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the running trainer.
+    :param module: the user's module.
+    """
+
+
+@hookspec
+def on_test_model_train(trainer: TrainerLike, module: Any) -> None:
+    """Called at the end of every test run, after ``on_test_end``, with the module back in the mode it had before
+    the run.
 
     :ranks: every rank
     :wrap: yes

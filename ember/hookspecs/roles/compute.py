@@ -130,8 +130,8 @@ def step(trainer: TrainerLike, model: Any, module: Any, batch: Any, batch_idx: i
     :param batch_idx: index of the batch.
     :param dataloader_idx: index of the loader.
     :param stage: the stage.
-    :returns: the step's output; ``None`` from a training step skips backward and the optimizer step.
-        Stops at first non-None result, so an implementation that runs the step itself must answer with the
+    :returns: the step's output; ``None`` from a training step skips the backward (the optimizer step still
+        runs and counts, as in Lightning). Stops at first non-None result, so an implementation that runs the step itself must answer with the
         fallback's protocol in mind: prefer ``wrapper=True`` (``output = yield``), which sees None too.
     """
 

@@ -25,8 +25,9 @@ class NanGuard:
       ``skipped``).
     * ``"raise"``: a ``FloatingPointError`` ends the run.
 
-    A skipped loss skips that batch's backward and optimizer step (like ``training_step`` returning None);
-    skipped gradients are dropped (set to None) so the optimizer leaves those parameters as they are.
+    A skipped loss skips that batch's backward (like ``training_step`` returning None: the optimizer step still
+    runs and counts in ``global_step``, as in Lightning, but finds no gradient of that batch); skipped gradients
+    are dropped (set to None) so the optimizer leaves those parameters as they are.
     The gradient check is off under ``16-mixed``, whose gradient scaler already skips such steps, and the
     loss check covers automatic optimization only.
 

@@ -233,7 +233,7 @@ class ProcessGroupStrategy:
     # -- data ---------------------------------------------------------------------------------------------------
     @hookimpl
     def process_dataloader(self, trainer: Any, dataloader: Any, stage: str) -> Any:
-        if not self.distributed_sampler or trainer.world_size == 1:
+        if not self.distributed_sampler or not trainer.config.use_distributed_sampler or trainer.world_size == 1:
             return None
         return shard_loader(dataloader, trainer.world_size, trainer.global_rank, stage)
 
