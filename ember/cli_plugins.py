@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from typing import Any
 
 import attrs
 
-from ember.cli_registry import command
+from ember.cli_registry import CLIError, command
 from ember.core import discovery
-from ember.core.errors import EmberError, PluginError
+from ember.core.errors import EmberError, PluginError, suggest
 
 #: Status of a plugin in ``ember plugins``.
 STATUSES = ("active", "available", "unavailable", "blocked", "conflict", "broken")
@@ -174,6 +173,10 @@ def _plugins(args: argparse.Namespace) -> int:
     block = tuple(b.strip() for value in args.block for b in value.split(",") if b.strip())
     rows, invalid = collect(selection, block)
     if args.role:
+        roles = sorted({r.role for r in rows})
+        if args.role not in roles:
+            raise CLIError(f"--role: no plugin has the role {args.role!r}.{suggest(args.role, roles)} "
+                           f"Roles: {', '.join(roles)}.")
         rows = [r for r in rows if r.role == args.role]
     if args.json:
         print(json.dumps({"plugins": [r.as_dict() for r in rows], "invalid": invalid}, indent=2))
@@ -201,7 +204,6 @@ def _hooks_args(p: argparse.ArgumentParser) -> None:
 @command("hooks", "list every hook: signature and what it is for (`ember hooks NAME` for the full text)",
          _hooks_args)
 def _hooks(args: argparse.Namespace) -> int:
-    from ember.core.errors import suggest
     from ember.hookspecs.reference import specs
 
     all_specs = specs()
@@ -210,9 +212,7 @@ def _hooks(args: argparse.Namespace) -> int:
         by_name = {s.name: s for s in all_specs}
         unknown = [n for n in args.names if n not in by_name]
         if unknown:
-            print(f"ember hooks: no hook named {unknown[0]!r}.{suggest(unknown[0], by_name)} "
-                  "`ember hooks` lists them all.", file=sys.stderr)
-            return 2
+            raise CLIError(f"no hook named {unknown[0]!r}.{suggest(unknown[0], by_name)} `ember hooks` lists them all.")
         chosen = [by_name[n] for n in args.names]
     if args.json:
         print(json.dumps([s.as_dict() for s in chosen], indent=2))
