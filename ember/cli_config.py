@@ -149,10 +149,13 @@ def build_parser(stage: str) -> ArgumentParser:
 
 
 def _prepare(argv: list[str]) -> list[str]:
-    """TOML config files as YAML text; ``--model package.module:Class`` as a dotted path."""
+    """TOML config files as YAML text; ``--model package.module:Class`` as a dotted path; ``--print-config``
+    as ``--print_config``."""
     out = []
     for i, word in enumerate(argv):
         before = argv[i - 1] if i else ""
+        if word == "--print-config" or word.startswith("--print-config="):
+            word = word.replace("-config", "_config", 1)
         if before in ("-c", "--config") and word.endswith(".toml") and os.path.isfile(word):
             import yaml
 
@@ -254,7 +257,8 @@ def _config_holding(key: str, argv: list[str]) -> str | None:
     files = [word for before, word in zip(["", *argv], argv) if before in ("-c", "--config") and os.path.isfile(word)]
     for path in reversed(files):
         try:
-            data: Any = load_toml(path) if path.endswith(".toml") else yaml.safe_load(open(path, encoding="utf-8"))
+            with open(path, encoding="utf-8") as f:
+                data: Any = load_toml(path) if path.endswith(".toml") else yaml.safe_load(f)
         except (EmberError, yaml.YAMLError, OSError):
             continue
         for part in key.split("."):
@@ -366,15 +370,21 @@ def plugin_entry(value: Any, role: str | None, where: str) -> Any:
     if unknown:
         raise CLIError(f"{where}: unknown key {unknown[0]!r}.{suggest(unknown[0], ['class_path', 'init_args'])} "
                        "Valid keys: class_path, init_args.")
+    path = plugin_class_path(str(value["class_path"]), role, where)
+    return instantiate({"class_path": path, "init_args": dict(value.get("init_args") or {})}, _class_of(path, where),
+                       where)
+
+
+def instantiate(spec: Mapping[str, Any], base: type, where: str) -> Any:
+    """Build ``{class_path, init_args}`` (a subclass of ``base``), its arguments typed by its signature."""
     from jsonargparse import ArgumentParser
 
-    path = plugin_class_path(str(value["class_path"]), role, where)
+    parser = ArgumentParser(exit_on_error=False, parser_mode=_MODE)
+    parser.add_argument("--entry", type=base)
     try:
-        parser = ArgumentParser(exit_on_error=False, parser_mode=_MODE)
-        parser.add_argument("--entry", type=_class_of(path, where))
-        cfg = parser.parse_object({"entry": {"class_path": path, "init_args": dict(value.get("init_args") or {})}})
+        cfg = parser.parse_object({"entry": dict(spec)})
     except argparse.ArgumentError as exc:
-        raise CLIError(explain(str(exc), []).replace('entry:', f"{where}:", 1)) from exc
+        raise CLIError(explain(str(exc), []).replace("entry:", f"{where}:", 1)) from exc
     return parser.instantiate(cfg).entry
 
 
@@ -430,14 +440,15 @@ def build(parser: ArgumentParser, cfg: Namespace, stage: str) -> tuple[Any, Any,
 
     if cfg.seed_everything is not None:
         ember.seed_everything(cfg.seed_everything)
-    try:
-        objects = parser.instantiate(cfg)
+    try:  # one by one: the Trainer's arguments hold specs that are plugin names, built by trainer_kwargs
+        model = instantiate(cfg.model.as_dict(), Model, "model")
+        data = None if cfg.data is None else instantiate(cfg.data.as_dict(), DataModule, "data")
         kwargs = trainer_kwargs(cfg.trainer.as_dict())
         if stage == "fit":
             text = parser.dump(cfg, skip_unset=False)
             plugins = kwargs.get("plugins") or []
             kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), SaveConfig(text)]
-        return objects.model, objects.data, ember.Trainer(**kwargs)
+        return model, data, ember.Trainer(**kwargs)
     except CLIError:
         raise
     except EmberError as exc:  # a value the Trainer or a class refuses: still the command line's fault
