@@ -171,12 +171,15 @@ def _plugins_args(p: argparse.ArgumentParser) -> None:
 def _plugins(args: argparse.Namespace) -> int:
     selection = {"accelerator": args.accelerator, "precision": args.precision, "strategy": args.strategy}
     block = tuple(b.strip() for value in args.block for b in value.split(",") if b.strip())
-    rows, invalid = collect(selection, block)
     if args.role:
-        roles = sorted({r.role for r in rows})
+        found = discovery.discover()
+        roles = sorted({"core"} | {i.role for group in (found.plugins, found.autoload) for infos in group.values()
+                                   for i in infos})
         if args.role not in roles:
             raise CLIError(f"--role: no plugin has the role {args.role!r}.{suggest(args.role, roles)} "
                            f"Roles: {', '.join(roles)}.")
+    rows, invalid = collect(selection, block)
+    if args.role:
         rows = [r for r in rows if r.role == args.role]
     if args.json:
         print(json.dumps({"plugins": [r.as_dict() for r in rows], "invalid": invalid}, indent=2))
