@@ -288,6 +288,10 @@ def _class_problem(path: str, message: str) -> str:
     found = re.search(r"module '([^']+)' has no attribute '([^']+)'", tail)
     if found:
         return _missing(*found.groups())
+    found = re.search(r"the following arguments are required: ([\w, ]+)", tail)
+    if found:
+        names = [n.strip() for n in found.group(1).split(",")]
+        return f"{path} needs {', '.join(f'init_args.{n}' for n in names)} (it has no default)."
     found = re.search(r"No module named '([^']+)'", tail)
     if found:
         return (f"cannot import module {found.group(1)!r} for {path!r}: is the package installed, or its folder on "

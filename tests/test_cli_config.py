@@ -254,6 +254,11 @@ def test_evaluation_commands_pass_ckpt_path_through(project, monkeypatch, stage)
     ("model: my_pkg.models:Classifier\n", ["--data", "my_pkg.models:Classifier"], "data: my_pkg.models.Classifier is "
                                                                                   "not a DataModule"),
     ("model: my_pkg.models:Data\n", [], "model: my_pkg.models.Data is not a torch.nn.Module"),
+    ("model: torch.nn.Linear\n", ["--model.in_features", "3"],
+     "model: torch.nn.Linear needs init_args.out_features (it has no default)."),
+    ("model: my_pkg.models:Classifier\n", ["--trainer.callbacks", "[lr-monitor, early-stopping, {class_path: "
+                                                                   "early-stopping}]"],
+     "trainer.callbacks[2]: ember.plugins.callbacks.early_stopping.EarlyStopping needs init_args.monitor"),
     ("model: my_pkg.models:Classifier\n", ["-c", "missing.yaml"], "missing.yaml: no such file"),
     ("trainer: {max_epochs: 1}\n", [], "needs a model"),
 ])
