@@ -217,6 +217,9 @@ def explain(message: str, argv: list[str]) -> str:
     found = re.search(r"File does not exist: '([^']+)'", message)
     if found:
         return f"--config {found.group(1)}: no such file."
+    if message.startswith(("Problems parsing config", "Unexpected config")):
+        detail = " ".join(message.split(":", 1)[1].split()).replace('"<unicode string>", ', "")
+        return f"{_unreadable(argv) or 'a config'} is not a YAML mapping of {', '.join(TOP_KEYS)}: {detail}."
     found = re.search(r"Given value: (\{.*\})$", message, flags=re.M)
     if found and "class_path" not in found.group(1):
         keys = re.findall(r"'([^']+)': ", found.group(1))[:1] or ["?"]
@@ -265,6 +268,22 @@ def _config_holding(key: str, argv: list[str]) -> str | None:
             data = data.get(part) if isinstance(data, Mapping) else None
         if data is not None or _has_key(path, key):
             return path
+    return None
+
+
+def _unreadable(argv: list[str]) -> str | None:
+    """The config file among ``argv`` that is no YAML mapping."""
+    import yaml
+
+    for before, word in zip(["", *argv], argv):
+        if before in ("-c", "--config") and os.path.isfile(word) and not word.endswith(".toml"):
+            with open(word, encoding="utf-8") as f:
+                try:
+                    if isinstance(yaml.safe_load(f), dict):
+                        continue
+                except yaml.YAMLError:
+                    pass
+            return word
     return None
 
 

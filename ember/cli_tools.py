@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from ember.cli_registry import ArgumentParser, command
+from ember.cli_registry import ArgumentParser, CLIError, command
+from ember.core.errors import suggest
 
 TUNE_HELP = "run the learning-rate finder and/or the batch-size finder (then optionally fit)"
 
@@ -51,7 +52,14 @@ def _tune_parser() -> argparse.ArgumentParser:
 def _tune(argv: list[str]) -> int:
     from ember import cli_config
 
-    own, rest = _tune_parser().parse_known_args(argv)
+    parser = _tune_parser()
+    own, rest = parser.parse_known_args(argv)
+    fit_options = ("--config", "--print_config", "--seed_everything", "--model", "--data", "--ckpt_path", "--trainer")
+    for word in rest:
+        name = word.split("=")[0]
+        if name.startswith("--") and name.split(".")[0] not in fit_options:
+            raise CLIError(f"unknown option {name!r}.{suggest(name, parser.option_strings() + cli_config.flags())} "
+                           "`ember tune --help` and `ember fit --help` list them.")
     if not own.lr_find and own.batch_size is None:
         own.lr_find = True
     parser, cfg = cli_config.parse("fit", rest)

@@ -261,6 +261,7 @@ def test_evaluation_commands_pass_ckpt_path_through(project, monkeypatch, stage)
      "trainer.callbacks[2]: ember.plugins.callbacks.early_stopping.EarlyStopping needs init_args.monitor"),
     ("model: my_pkg.models:Classifier\n", ["-c", "missing.yaml"], "missing.yaml: no such file"),
     ("trainer: {max_epochs: 1}\n", [], "needs a model"),
+    ("trainer: [\n", [], "bad.yaml is not a YAML mapping of seed_everything, trainer, model, data, ckpt_path: "),
 ])
 def test_wrong_keys_are_one_line_with_the_closest_valid_one(project, capsys, config, args, message):
     (project / "bad.yaml").write_text(config)

@@ -35,6 +35,14 @@ def test_demo_errors_are_one_line(capsys) -> None:
     assert "Did you mean 'bf16-mixed'?" in err
 
 
+def test_tune_suggests_its_own_options_and_fit_s(capsys, monkeypatch) -> None:
+    monkeypatch.setattr(sys, "path", list(sys.path))  # ember's fit parser puts the working directory on it
+    assert main(["tune", "--lr-fnd", "--model", "torch.nn.Linear"]) == 2
+    assert "unknown option '--lr-fnd'. Did you mean '--lr-find'?" in capsys.readouterr().err
+    assert main(["tune", "--model", "torch.nn.Linear", "--trainer.max_epoch", "1"]) == 2
+    assert "unknown option '--trainer.max_epoch'. Did you mean '--trainer.max_epochs'?" in capsys.readouterr().err
+
+
 def test_debug_is_taken_out_before_the_command_and_anywhere_but_a_script_s_arguments(monkeypatch) -> None:
     monkeypatch.delenv("EMBER_DEBUG", raising=False)
     assert _debug_flag(["fit", "--debug", "-c", "x.yaml"]) == (["fit", "-c", "x.yaml"], True)
