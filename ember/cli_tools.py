@@ -35,7 +35,7 @@ def tune(trainer: Any, model: Any, datamodule: Any = None, lr_find: bool = True,
     return found
 
 
-def _tune_parser() -> argparse.ArgumentParser:
+def _tune_parser() -> ArgumentParser:
     p = ArgumentParser(prog="ember tune", description=TUNE_HELP + ". Every other argument is ember fit's "
                        "(--model, --data, --trainer.*, -c FILE); see `ember fit --help`.")
     p.add_argument("--lr-find", action="store_true", help="run the learning-rate range test")
@@ -51,14 +51,15 @@ def _tune_parser() -> argparse.ArgumentParser:
 @command("tune", TUNE_HELP, raw=True)
 def _tune(argv: list[str]) -> int:
     from ember import cli_config
+    from ember.cli_explain import flags
 
-    parser = _tune_parser()
-    own, rest = parser.parse_known_args(argv)
+    tune_parser = _tune_parser()
+    own, rest = tune_parser.parse_known_args(argv)
     fit_options = ("--config", "--print_config", "--seed_everything", "--model", "--data", "--ckpt_path", "--trainer")
     for word in rest:
         name = word.split("=")[0]
         if name.startswith("--") and name.split(".")[0] not in fit_options:
-            raise CLIError(f"unknown option {name!r}.{suggest(name, parser.option_strings() + cli_config.flags())} "
+            raise CLIError(f"unknown option {name!r}.{suggest(name, tune_parser.option_strings() + flags())} "
                            "`ember tune --help` and `ember fit --help` list them.")
     if not own.lr_find and own.batch_size is None:
         own.lr_find = True

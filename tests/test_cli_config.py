@@ -271,6 +271,7 @@ def test_wrong_keys_are_one_line_with_the_closest_valid_one(project, capsys, con
     assert message in err
 
 
+@pytest.mark.slow
 def test_errors_without_and_with_debug_in_a_subprocess(project):
     (project / "bad.yaml").write_text("trainer:\n  max_epoch: 3\nmodel: my_pkg.models:Classifier\n")
     plain = run_cli(["fit", "--config", "bad.yaml"], project)
