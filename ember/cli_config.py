@@ -23,6 +23,7 @@ import functools
 import importlib
 import operator
 import os
+import random
 import re
 import sys
 from collections.abc import Mapping
@@ -127,16 +128,17 @@ def build_parser(stage: str) -> ArgumentParser:
                        exit_on_error=False, allow_abbrev=False)
     p.add_argument("-c", "--config", action=ActionConfigFile,
                    help="a YAML (or .toml) config file; repeat to merge several, later ones win")
-    p.add_argument("--seed_everything", type=int | None, default=None,
-                   help="seed python, numpy and torch before anything is built")
-    p.add_subclass_arguments(Model, "model", required=False,
-                             help="the model: a torch.nn.Module with training_step (package.module.Class)")
-    p.add_subclass_arguments(DataModule, "data", required=False,
-                             help="the data: a class with *_dataloader() methods (omit it when the model has them)")
+    p.add_argument("--seed_everything", type=bool | int, default=True,
+                   help="seed python, numpy and torch before anything is built: an int, true (a random seed, "
+                        "written into the saved config.yaml) or false (no seeding)")
     group = p.add_argument_group("Trainer arguments", "Every Trainer argument, plugins' included (docs/trainer.md)")
     for option in declared_options():
         group.add_argument(f"--trainer.{option.name}", type=option_type(option), default=_default(option),
                            help=option.help or option.name)
+    p.add_subclass_arguments(Model, "model", required=False,
+                             help="the model: a torch.nn.Module with training_step (package.module.Class)")
+    p.add_subclass_arguments(DataModule, "data", required=False,
+                             help="the data: a class with *_dataloader() methods (omit it when the model has them)")
     p.add_argument("--ckpt_path", type=str | None, default=None,
                    help="a checkpoint to resume from (fit) or to load the weights of; 'last' or 'best' too")
     return p
@@ -307,7 +309,10 @@ def build(parser: ArgumentParser, cfg: Namespace, stage: str) -> tuple[Any, Any,
     """The model, the data (or None) and the Trainer of a parsed configuration. Seeds first."""
     import ember
 
-    if cfg.seed_everything is not None:
+    if cfg.seed_everything is True:  # as LightningCLI: a seed drawn now (or the job's), saved with the config
+        seed = os.environ.get("EMBER_GLOBAL_SEED")
+        cfg.seed_everything = int(seed) if seed is not None else random.randrange(2**32)
+    if cfg.seed_everything is not False:
         ember.seed_everything(cfg.seed_everything)
     try:  # one by one: the Trainer's arguments hold specs that are plugin names, built by trainer_kwargs
         model = instantiate(cfg.model.as_dict(), Model, "model")

@@ -291,3 +291,64 @@ def test_predict_with_the_prediction_writer(project, capsys):
                  f"init_args: {{output_dir: {project / 'preds'}, write_interval: epoch}}}}]"]) == 0
     assert "predict: 8 batches" in capsys.readouterr().out
     assert os.listdir(project / "preds") == ["predictions_rank0_dl0.pt"]
+
+
+def test_the_conventions_shared_with_lightning_cli(project, capsys):
+    """Against LightningCLI itself (recorded by tests/lightning/record_cli.py): the same files and flags give the
+    same configuration (LightningCLI's optimizer/lr_scheduler/weights_only keys aside), in the same order of
+    precedence, with the same types; a wrong option exits with 2. One departure: LightningCLI takes an unknown
+    option that is the prefix of a known one (`--trainer.max_epoch`) as that one; ember calls it a typo."""
+    import json
+    from pathlib import Path
+
+    fixture = json.loads((Path(__file__).parent / "lightning" / "cli.json").read_text())
+    paths = {"{model}": "my_pkg.models.Classifier", "{data}": "my_pkg.models.Data"}
+
+    def ours(text: str) -> str:
+        for key, value in paths.items():
+            text = text.replace(key, value)
+        return text
+
+    for name, text in fixture["files"].items():
+        (project / name).write_text(ours(text))
+    for name, args in fixture["scenarios"].items():
+        recorded = fixture["recorded"][name]
+        assert main(["fit", *(ours(a) for a in args)]) == recorded["status"], name
+        out = capsys.readouterr().out
+        if "config" not in recorded:
+            continue
+        theirs, mine = recorded["config"], yaml.safe_load(out)
+        assert [k for k in theirs if k in mine] == list(mine), name  # the same keys, in the same order
+        for key in ("model", "data", "seed_everything", "ckpt_path"):
+            expected = theirs[key]
+            if isinstance(expected, dict):
+                expected = {**expected, "class_path": expected["class_path"].replace("lt_models.", "my_pkg.models.")}
+            assert mine[key] == expected, (name, key)
+        shared = set(theirs["trainer"]) & set(mine["trainer"])
+        assert {"max_epochs", "log_every_n_steps", "accelerator"} <= shared
+        assert mine["trainer"]["max_epochs"] == theirs["trainer"]["max_epochs"], name
+
+
+def test_seed_everything_true_draws_a_seed_that_the_saved_config_keeps(project, monkeypatch):
+    for name in ("EMBER_GLOBAL_SEED", "EMBER_SEED_WORKERS"):  # put back as they were after the test
+        monkeypatch.setenv(name, "0")
+        monkeypatch.delenv(name)
+    from ember.cli_config import build, parse
+
+    drawn = []
+    for _ in range(2):
+        parser, cfg = parse("fit", ["--model", "my_pkg.models.Classifier", *QUIET])
+        assert cfg.seed_everything is True  # LightningCLI's default
+        build(parser, cfg, "fit")
+        assert isinstance(cfg.seed_everything, int) and not isinstance(cfg.seed_everything, bool)
+        assert yaml.safe_load(parser.dump(cfg))["seed_everything"] == cfg.seed_everything
+        drawn.append(cfg.seed_everything)
+        monkeypatch.delenv("EMBER_GLOBAL_SEED")
+    assert drawn[0] != drawn[1]
+    monkeypatch.setenv("EMBER_GLOBAL_SEED", "1234")  # a process of a job that has its seed: the same one
+    parser, cfg = parse("fit", ["--model", "my_pkg.models.Classifier", *QUIET])
+    build(parser, cfg, "fit")
+    assert cfg.seed_everything == 1234
+    parser, cfg = parse("fit", ["--model", "my_pkg.models.Classifier", "--seed_everything", "false", *QUIET])
+    build(parser, cfg, "fit")
+    assert cfg.seed_everything is False
