@@ -6,8 +6,8 @@ parsed by jsonargparse with LightningCLI's conventions::
 
 A config file (YAML, or TOML by its ``.toml`` suffix) has up to five top-level keys: ``seed_everything``,
 ``trainer`` (every Trainer argument, plugins' included: :func:`ember.core.options.declared_options`), ``model``
-and ``data`` (``class_path`` and ``init_args``, typed by the class's signature) and ``ckpt_path``. Several
-``--config`` files merge in order, later flags override earlier ones. ``model`` is any ``torch.nn.Module``;
+and ``data`` (``class_path`` and ``init_args``, typed by the class's signature) and ``ckpt_path``. Files
+(``--config``, several allowed) and flags apply in the order given, later ones winning. ``model`` is any ``torch.nn.Module``;
 ``data`` any class with a ``*_dataloader()`` method (:class:`DataModule`). ``trainer.callbacks``, ``plugins``,
 ``logger`` and ``profiler`` hold plugin names (``lr-monitor``) or ``{class_path, init_args}``, where
 ``class_path`` may be a plugin's name too. ``package.module:Class`` is read as ``package.module.Class``.
@@ -177,7 +177,7 @@ def load_toml(path: str) -> dict[str, Any]:
 
 
 def parse(stage: str, argv: list[str]) -> tuple[ArgumentParser, Namespace]:
-    """The parser and the parsed configuration (files in order, then flags)."""
+    """The parser and the parsed configuration (files and flags in the order given)."""
     if "" not in sys.path and os.getcwd() not in sys.path:  # class paths resolve from here, as under python -m
         sys.path.insert(0, os.getcwd())
     parser = build_parser(stage)
