@@ -1,9 +1,16 @@
 """The ``ember`` command. Each sub-command registers itself in ``COMMANDS`` (:mod:`ember.cli_registry`); the
-modules of the sub-commands depend on the registry, never on this module, so the CLI imports one way."""
+modules of the sub-commands depend on the registry, never on this module, so the CLI imports one way.
+
+Errors a person can act on (a :class:`~ember.cli_registry.CLIError`: a wrong option, key or class; or any
+:class:`ember.EmberError`) are printed on one line, ``ember <command>: error: ...``, without a traceback;
+``--debug`` (anywhere before a script's own arguments) or ``EMBER_DEBUG=1`` shows it. Other exceptions, such as
+a bug in a training step, keep their traceback: it is the useful part.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -12,9 +19,14 @@ from ember import (
     cli_plugins,  # noqa: F401  (plugins, hooks)
     cli_tools,  # noqa: F401  (tune, plot)
 )
-from ember.cli_registry import COMMANDS, RAW_COMMANDS, command
+from ember.cli_registry import COMMANDS, ArgumentParser, CLIError, command
 
-__all__ = ["COMMANDS", "RAW_COMMANDS", "build_parser", "command", "main"]
+__all__ = ["COMMANDS", "CLIError", "command", "main"]
+
+DEBUG_ENV = "EMBER_DEBUG"
+#: Exit status when the reader of the output went away (``ember plugins | head -1``): 128 + SIGPIPE.
+BROKEN_PIPE = 141
+
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-epochs", type=int, default=30)
@@ -89,35 +101,78 @@ def _consolidate(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ember", description="PyTorch training whose every step is a hook.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (help_text, add_arguments, run) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        add_arguments(p)
-        p.set_defaults(_run=run)
-    return parser
+def overview() -> str:
+    """``ember --help``: every command with its help line."""
+    width = max(len(name) for name in COMMANDS)
+    lines = ["usage: ember [--debug] COMMAND [ARGS]", "", "PyTorch training whose every step is a hook.", "",
+             "commands:"]
+    lines += [f"  {name.ljust(width)}  {c.help}" for name, c in COMMANDS.items()]
+    lines += ["", "`ember COMMAND --help` lists a command's arguments. --debug (or EMBER_DEBUG=1): show the "
+              "traceback of an error.", ""]
+    return "\n".join(lines)
+
+
+def _debug_flag(argv: list[str]) -> tuple[list[str], bool]:
+    """Take ``--debug`` out of ``argv``: before the command, or anywhere except among the script arguments of
+    ``ember run``."""
+    debug = os.environ.get(DEBUG_ENV, "").lower() not in ("", "0", "false", "no")
+    head = 0
+    while head < len(argv) and argv[head] == "--debug":
+        head += 1
+    rest = argv[head:]
+    if rest and rest[0] != "run":
+        kept = [word for word in rest if word != "--debug"]
+        head += len(rest) - len(kept)
+        rest = kept
+    return rest, debug or head > 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``ember`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    from ember.core.errors import EmberError
     from ember.core.signals import SignalExit, exit_status
 
+    words, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
+    name = words[0] if words and not words[0].startswith("-") else ""
     try:
-        return _main(argv)
+        status = _main(words)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return status
+    except SystemExit as exc:  # --help, --print_config
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else _say(name, exc.code, 1))
     except (KeyboardInterrupt, SignalExit) as exc:  # Ctrl-C: 130; SIGTERM: 143; with where the checkpoint is
         return exit_status(exc)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more to write, nor at exit
+        return BROKEN_PIPE
+    except EmberError as exc:
+        if debug:
+            raise
+        return _say(name, exc, 2 if isinstance(exc, CLIError) else 1)
 
 
-def _main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in RAW_COMMANDS:
-        return int(COMMANDS[argv[0]][2](argparse.Namespace(argv=argv[1:])) or 0)
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help()
-        return 2
-    return int(args._run(args) or 0)
+def _say(name: str, error: object, status: int) -> int:
+    prefix = f"ember {name}" if name in COMMANDS else "ember"
+    print(f"{prefix}: error: {error}", file=sys.stderr)
+    return status
+
+
+def _main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(overview(), file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        from ember.core.errors import suggest
+
+        what = "option" if name.startswith("-") else "command"
+        raise CLIError(f"unknown {what} {name!r}.{suggest(name, COMMANDS)} Commands: {', '.join(COMMANDS)}.")
+    sub = COMMANDS[name]
+    if sub.raw:
+        return int(sub.run(argv[1:]) or 0)
+    parser = ArgumentParser(prog=f"ember {name}", description=sub.help)
+    sub.add_arguments(parser)
+    return int(sub.run(parser.parse_args(argv[1:])) or 0)
 
 
 if __name__ == "__main__":

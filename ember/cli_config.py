@@ -1,355 +1,193 @@
-"""``ember fit | validate | test | predict``: the model, the data and the Trainer from config files and flags.
+"""``ember fit | validate | test | predict``: the model, the data and the Trainer from config files and flags,
+parsed by jsonargparse with LightningCLI's conventions::
 
-::
+    ember fit --config run.yaml --trainer.max_epochs 5 --model.lr 3e-4
+    ember fit --model my_pkg.models.Classifier --data my_pkg.data.Digits --print_config > run.yaml
 
-    ember fit --config run.yaml --trainer.max_epochs 5 --model.hidden 256
-    ember fit --model my_pkg.models:Classifier --data my_pkg.data:Digits --print-config > run.yaml
-
-A config file (YAML, or TOML by its ``.toml`` suffix) has up to five top-level keys::
-
-    seed_everything: 0
-    trainer: {max_epochs: 5, callbacks: [lr-monitor, {class_path: early-stopping, init_args: {monitor: val_loss}}]}
-    model: {class_path: my_pkg.models:Classifier, init_args: {hidden: 128}}
-    data: {class_path: my_pkg.data:Digits, init_args: {batch_size: 64}}
-    ckpt_path: null
-
-Several ``--config`` files merge in order, then flags override them. Every Trainer argument is a flag
-(``--trainer.<name>``, generated from ``ember.core.options.declared_options()``); ``--model.<arg>`` and ``--data.<arg>``
-set the classes' ``__init__`` arguments. Flag values are read as YAML (``3``, ``0.5``, ``true``, ``null``,
-``[a, b]``), except where the argument is annotated ``str``. Keys and flags are checked against the Trainer's
-fields and the classes' signatures; a wrong one gets an error naming it and the closest valid one.
-
-Why not jsonargparse (LightningCLI's parser)? Ember's model and data contracts are duck-typed (any
-``nn.Module``; a DataModule has no base class), which its subclass mode cannot express without a base class,
-and ember wants ``module:Class`` paths, TOML and "did you mean" errors, each needing a layer around it. The
-whole job is small with argparse, PyYAML, ``tomllib`` and the declared Trainer arguments.
+A config file (YAML, or TOML by its ``.toml`` suffix) has up to five top-level keys: ``seed_everything``,
+``trainer`` (every Trainer argument, plugins' included: :func:`ember.core.options.declared_options`), ``model``
+and ``data`` (``class_path`` and ``init_args``, typed by the class's signature) and ``ckpt_path``. Files
+(``--config``, several allowed) and flags apply in the order given, later ones winning. ``model`` is any ``torch.nn.Module``;
+``data`` any class with a ``*_dataloader()`` method (:class:`DataModule`). ``trainer.callbacks``, ``plugins``,
+``logger`` and ``profiler`` hold plugin names (``lr-monitor``) or ``{class_path, init_args}``, where
+``class_path`` may be a plugin's name too. ``package.module:Class`` is read as ``package.module.Class``.
+Errors are :class:`~ember.cli_registry.CLIError`: one line, naming the key, with the closest valid one
+(:mod:`ember.cli_explain`).
 """
 
 from __future__ import annotations
 
+import abc
 import argparse
-import copy
-import difflib
+import functools
 import importlib
-import inspect
+import operator
 import os
+import random
 import re
 import sys
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ember.cli_registry import command
-from ember.core.errors import ConfigurationError, EmberError
+from ember.cli_explain import explain, missing
+from ember.cli_registry import CLIError, command
+from ember.core.errors import EmberError, suggest
 from ember.core.options import Option, declared_options
 from ember.hookspecs import hookimpl
 
+if TYPE_CHECKING:
+    from jsonargparse import ArgumentParser, Namespace
+
 STAGES = {
-    "fit": "train a model (config file and/or flags); writes logs and checkpoints",
+    "fit": "train a model (config files and/or flags); writes logs and checkpoints",
     "validate": "run one validation epoch and print the metrics",
     "test": "run one test epoch and print the metrics",
     "predict": "run predict_step over the data",
 }
-TOP_KEYS = ("seed_everything", "trainer", "model", "data", "ckpt_path")
-_CLASS_KEYS = ("class_path", "init_args")
-_CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_][\w.]*$")
+#: Trainer arguments whose entries may be ``{class_path, init_args}``: the role their plugin names belong to.
+PLUGIN_ARGS = {"callbacks": "callback", "plugins": None, "logger": "logger", "profiler": "profiler",
+               "accelerator": "accelerator", "strategy": "strategy", "precision": "precision",
+               "environment": "environment", "checkpoint_io": "checkpoint_io"}
+_DATALOADERS = ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")
+_COLON_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_MODE = "ember"  # jsonargparse's parser mode: its YAML loader, reading package.module:Class paths too
 
-#: One line of help per Trainer argument (arguments added later show their type and default only).
-class CLIError(ConfigurationError):
-    """A config file or flag that cannot be used as given."""
+
+class Model(abc.ABC):  # noqa: B024  (nothing to implement: __subclasshook__ decides)
+    """What ``model`` may be: any ``torch.nn.Module`` (with the step methods the command runs)."""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        import torch
+
+        return issubclass(other, torch.nn.Module)
+
+
+class DataModule(abc.ABC):  # noqa: B024  (nothing to implement: __subclasshook__ decides)
+    """What ``data`` may be: any class with a ``train_dataloader``, ``val_dataloader``, ``test_dataloader`` or
+    ``predict_dataloader`` method (ember's DataModules need no base class)."""
+
+    @classmethod
+    def __subclasshook__(cls, other: type) -> bool:
+        return any(callable(getattr(other, name, None)) for name in _DATALOADERS)
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reading
+# The parser
 # ---------------------------------------------------------------------------------------------------------
 
-
-def load_file(path: str) -> dict[str, Any]:
-    """Read a YAML or TOML (``.toml``) config file into a dict."""
-    if not os.path.isfile(path):
-        raise CLIError(f"--config {path}: no such file.")
-    with open(path, "rb") as f:
-        raw = f.read()
-    try:
-        if path.endswith(".toml"):
-            try:
-                import tomllib
-            except ImportError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-            data = tomllib.loads(raw.decode("utf-8"))
-        else:
-            import yaml
-
-            data = yaml.safe_load(raw) or {}
-    except Exception as exc:
-        raise CLIError(f"--config {path} could not be read: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CLIError(f"--config {path}: expected a mapping of {', '.join(TOP_KEYS)}, got {type(data).__name__}.")
-    return data
+_SIMPLE_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None)}
 
 
-def yaml_value(text: str) -> Any:
-    """A flag's value read as YAML: ``3`` -> 3, ``null`` -> None, ``[a, b]`` -> a list; else the text."""
+def option_type(option: Option) -> Any:
+    """The type of a Trainer argument for jsonargparse, from its declared type (``"int | float | None"``):
+    a union of int, float, str, bool and None as such (so ``3e-4`` is a float), anything else ``Any`` (a value
+    read as YAML, checked by the Trainer)."""
+    names = [n.strip() for n in option.type.split("|")]
+    if not all(n in _SIMPLE_TYPES for n in names):
+        return Any
+    types = [_SIMPLE_TYPES[n] for n in names]
+    if option.default is None and type(None) not in types:
+        types.append(type(None))
+    return functools.reduce(operator.or_, types)
+
+
+def _default(option: Option) -> Any:
+    return list(option.default) if isinstance(option.default, tuple) else option.default
+
+
+def _normalise(value: Any) -> Any:
+    """``package.module:Class`` -> ``package.module.Class`` in ``class_path`` values and in ``model``/``data``
+    given as a class path alone."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in ("class_path", "model", "data") and isinstance(item, str) and _COLON_PATH.match(item):
+                item = item.replace(":", ".")
+            out[key] = _normalise(item)
+        return out
+    if isinstance(value, list):
+        return [_normalise(item) for item in value]
+    return value
+
+
+def _register_loader() -> None:
     import yaml
+    from jsonargparse import get_loader, set_loader
 
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
-def _takes_str(annotation: Any) -> bool:
-    return annotation is str or annotation == "str"
+    yaml_load = get_loader("yaml")
+    set_loader(_MODE, lambda text: _normalise(yaml_load(text)), exceptions=(yaml.YAMLError,))
 
 
-def _close(key: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(key), list(choices), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
+def build_parser(stage: str) -> ArgumentParser:
+    """The jsonargparse parser of ``ember <stage>``."""
+    from jsonargparse import ActionConfigFile, ArgumentParser
 
-
-# ---------------------------------------------------------------------------------------------------------
-# Classes
-# ---------------------------------------------------------------------------------------------------------
-
-
-def import_class(path: str, where: str) -> type:
-    """``package.module:Class`` (or ``package.module.Class``) -> the class."""
-    if not isinstance(path, str) or not _CLASS_PATH.match(path):
-        raise CLIError(f"{where}: {path!r} is not a class path; write 'package.module:Class'.")
-    module_name, _, attr = path.partition(":") if ":" in path else path.rpartition(".")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CLIError(f"{where}: cannot import module {module_name!r} for {path!r}: {exc}. Is the package "
-                       "installed, or its folder on PYTHONPATH?") from exc
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            names = [n for n in dir(obj) if not n.startswith("_")]
-            raise CLIError(f"{where}: {module_name!r} has no {part!r}.{_close(part, names)}")
-        obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise CLIError(f"{where}: {path!r} is {type(obj).__name__}, not a class.")
-    return obj
-
-
-def class_path_of(cls: type) -> str:
-    return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def init_parameters(cls: type) -> tuple[dict[str, inspect.Parameter], bool]:
-    """The ``__init__`` parameters of ``cls`` (annotations resolved where possible), and whether it takes
-    ``**kwargs``."""
-    try:
-        sig = inspect.signature(cls.__init__, eval_str=True)  # type: ignore[misc]
-    except Exception:
-        sig = inspect.signature(cls.__init__)  # type: ignore[misc]
-    params = {n: p for n, p in list(sig.parameters.items())[1:]
-              if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
-    return params, any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
-
-
-def check_init_args(cls: type, args: Mapping[str, Any], where: str) -> None:
-    params, any_kw = init_parameters(cls)
-    if any_kw:
-        return
-    for key in args:
-        if key not in params:
-            raise CLIError(f"{where}: unknown argument {key!r} for {class_path_of(cls)}.{_close(key, params)} "
-                           f"Its arguments: {', '.join(params) or '(none)'}.")
-
-
-def class_spec(value: Any, where: str) -> dict[str, Any]:
-    """A ``model``/``data`` entry as ``{"class_path": ..., "init_args": {...}}``: a string is a class path; a
-    mapping without ``class_path`` holds init arguments for the class given elsewhere."""
-    if value is None:
-        return {}
-    if isinstance(value, str):
-        return {"class_path": value, "init_args": {}}
-    if not isinstance(value, Mapping):
-        raise CLIError(f"{where}: expected a class path or {{class_path: ..., init_args: {{...}}}}, got {value!r}.")
-    if not any(k in value for k in _CLASS_KEYS):
-        for key in value:  # a misspelt class_path/init_args, rather than an argument of the class
-            close = difflib.get_close_matches(str(key), _CLASS_KEYS, n=1, cutoff=0.75)
-            if close:
-                raise CLIError(f"{where}: unknown key {key!r}. Did you mean {close[0]!r}? Valid keys: class_path, "
-                               "init_args (or the class's arguments directly, when its class_path is given "
-                               "elsewhere).")
-        return {"init_args": dict(value)}
-    for key in value:
-        if key not in _CLASS_KEYS:
-            raise CLIError(f"{where}: unknown key {key!r}.{_close(key, _CLASS_KEYS)} Valid keys: class_path, init_args.")
-    init_args = value.get("init_args") or {}
-    if not isinstance(init_args, Mapping):
-        raise CLIError(f"{where}.init_args: expected a mapping of argument names to values, got {init_args!r}.")
-    spec: dict[str, Any] = {"init_args": dict(init_args)}
-    if value.get("class_path") is not None:
-        spec["class_path"] = value["class_path"]
-    return spec
-
-
-def merge_spec(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """A later class spec over an earlier one: a different class starts afresh, the same one adds arguments."""
-    if "class_path" in new and new["class_path"] != old.get("class_path"):
-        return copy.deepcopy(new)
-    merged = copy.deepcopy(old)
-    merged.setdefault("init_args", {}).update(new.get("init_args", {}))
-    if "class_path" in new:
-        merged["class_path"] = new["class_path"]
-    return merged
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The whole configuration
-# ---------------------------------------------------------------------------------------------------------
-
-#: Every Trainer argument, core's and those plugins declare (name, type, default, help).
-TRAINER_FIELDS = {option.name: option for option in declared_options()}
-
-
-def _default(field: Option) -> Any:
-    return field.default
-
-
-def check_config(data: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Check one config file's keys; return it with ``model``/``data`` as class specs."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if key not in TOP_KEYS:
-            hint = _close(key, TOP_KEYS)
-            if not hint and key in TRAINER_FIELDS:
-                hint = f" Trainer arguments go under 'trainer:' (trainer.{key})."
-            raise CLIError(f"{where}: unknown key {key!r}.{hint} Valid top-level keys: {', '.join(TOP_KEYS)}.")
-        if key == "trainer":
-            value = value or {}
-            if not isinstance(value, Mapping):
-                raise CLIError(f"{where}: 'trainer' must be a mapping of Trainer arguments, got {value!r}.")
-            for name in value:
-                if name not in TRAINER_FIELDS:
-                    close = difflib.get_close_matches(str(name), list(TRAINER_FIELDS), n=1, cutoff=0.5)
-                    hint = f" Did you mean 'trainer.{close[0]}'?" if close else ""
-                    raise CLIError(f"{where}: unknown key 'trainer.{name}'.{hint} Valid Trainer arguments: "
-                                   f"{', '.join(TRAINER_FIELDS)}.")
-            out[key] = dict(value)
-        elif key in ("model", "data"):
-            out[key] = class_spec(value, f"{where}: {key}")
-        else:
-            out[key] = value
-    return out
-
-
-def build_parser(stage: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"ember {stage}", description=STAGES[stage] + ".",
-        epilog="--model.<arg> / --data.<arg> set the classes' __init__ arguments. Flag values are read as YAML. "
-               "See docs/cli.md.", allow_abbrev=False)
-    p.add_argument("-c", "--config", action="append", default=[], metavar="FILE",
-                   help="a YAML or TOML config file; repeat to merge several (later ones win)")
-    p.add_argument("--print-config", "--print_config", dest="print_config", action="store_true",
-                   help="print the resulting configuration as YAML (usable as --config) and exit")
-    p.add_argument("--seed_everything", "--seed-everything", dest="seed_everything", type=yaml_value,
-                   default=argparse.SUPPRESS, metavar="SEED", help="seed every random generator (an int)")
-    p.add_argument("--model", default=argparse.SUPPRESS, metavar="CLASS",
-                   help="the model class, package.module:Class (a torch.nn.Module with training_step)")
-    p.add_argument("--data", default=argparse.SUPPRESS, metavar="CLASS",
-                   help="the DataModule class, package.module:Class (optional: the model's own *_dataloader())")
-    p.add_argument("--ckpt_path", "--ckpt-path", dest="ckpt_path", default=argparse.SUPPRESS, metavar="PATH",
-                   help="a checkpoint to resume from (fit) or to load the weights of")
-    group = p.add_argument_group("Trainer arguments (see docs/trainer.md)")
-    for name, field in TRAINER_FIELDS.items():
-        flags = [f"--trainer.{name}"] + ([f"--trainer.{name.replace('_', '-')}"] if "_" in name else [])
-        default = _default(field)
-        typ = str if _takes_str(field.type) else yaml_value
-        group.add_argument(*flags, dest=f"trainer.{name}", type=typ, default=argparse.SUPPRESS,
-                           metavar="VALUE", help=f"{field.help or name} (default: {default!r})")
+    _register_loader()
+    p = ArgumentParser(prog=f"ember {stage}", description=STAGES[stage] + ". See docs/cli.md.", parser_mode=_MODE,
+                       exit_on_error=False, allow_abbrev=False)
+    p.add_argument("-c", "--config", action=ActionConfigFile,
+                   help="a YAML (or .toml) config file; repeat to merge several, later ones win")
+    p.add_argument("--seed_everything", type=bool | int, default=True,
+                   help="seed python, numpy and torch before anything is built: an int, true (a random seed, "
+                        "written into the saved config.yaml) or false (no seeding)")
+    group = p.add_argument_group("Trainer arguments", "Every Trainer argument, plugins' included (docs/trainer.md)")
+    for option in declared_options():
+        group.add_argument(f"--trainer.{option.name}", type=option_type(option), default=_default(option),
+                           help=option.help or option.name)
+    p.add_subclass_arguments(Model, "model", required=False,
+                             help="the model: a torch.nn.Module with training_step (package.module.Class)")
+    p.add_subclass_arguments(DataModule, "data", required=False,
+                             help="the data: a class with *_dataloader() methods (omit it when the model has them)")
+    p.add_argument("--ckpt_path", type=str | None, default=None,
+                   help="a checkpoint to resume from (fit) or to load the weights of; 'last' or 'best' too")
     return p
 
 
-def parse(stage: str, argv: list[str]) -> dict[str, Any]:
-    """The merged configuration: files in order, then flags."""
-    parser = build_parser(stage)
-    args, rest = parser.parse_known_args(argv)
-    extra: dict[str, dict[str, str]] = {"model": {}, "data": {}}
-    i = 0
-    while i < len(rest):
-        word = rest[i]
-        name, eq, value = word.partition("=")
-        prefix = name[2:].split(".", 1)[0] if name.startswith("--") else ""
-        if prefix in extra and "." in name:
-            if not eq:
-                if i + 1 >= len(rest):
-                    raise CLIError(f"{name} needs a value.")
-                i += 1
-                value = rest[i]
-            arg = name[2:].split(".", 1)[1]
-            arg = arg[len("init_args."):] if arg.startswith("init_args.") else arg
-            extra[prefix][arg] = value
-            i += 1
-            continue
-        if name.startswith("-"):
-            options = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
-            raise CLIError(f"unknown option {name!r}.{_close(name, options)} `ember {stage} --help` lists them.")
-        raise CLIError(f"unexpected argument {word!r}; options start with -- (e.g. --config run.yaml).")
+def _prepare(argv: list[str]) -> list[str]:
+    """TOML config files as YAML text; ``--model package.module:Class`` as a dotted path; ``--print-config``
+    as ``--print_config``."""
+    out = []
+    for i, word in enumerate(argv):
+        before = argv[i - 1] if i else ""
+        if word == "--print-config" or word.startswith("--print-config="):
+            word = word.replace("-config", "_config", 1)
+        if before in ("-c", "--config") and word.endswith(".toml") and os.path.isfile(word):
+            import yaml
 
-    config: dict[str, Any] = {"seed_everything": None, "trainer": {}, "model": {}, "data": {}, "ckpt_path": None}
-    for path in args.config:
-        loaded = check_config(load_file(path), path)
-        for key, value in loaded.items():
-            if key == "trainer":
-                config["trainer"].update(value)
-            elif key in ("model", "data"):
-                config[key] = merge_spec(config[key], value)
-            else:
-                config[key] = value
-    given = vars(args)
-    for key in ("seed_everything", "ckpt_path"):
-        if key in given:
-            config[key] = given[key]
-    for key in ("model", "data"):
-        if key in given:
-            config[key] = merge_spec(config[key], {"class_path": given[key], "init_args": {}})
-    for key, value in given.items():
-        if key.startswith("trainer."):
-            config["trainer"][key.split(".", 1)[1]] = value
-    for key in ("model", "data"):
-        spec = config[key]
-        if not spec:
-            if extra[key]:
-                raise CLIError(f"--{key}.{next(iter(extra[key]))} was given, but no {key} class: pass --{key} "
-                               "package.module:Class or set it in the config file.")
-            continue
-        if "class_path" not in spec:
-            raise CLIError(f"{key}: init_args were given but no class_path.")
-        cls = import_class(spec["class_path"], key)
-        params, _ = init_parameters(cls)
-        for arg, raw in extra[key].items():
-            param = params.get(arg)
-            spec["init_args"][arg] = raw if param is not None and _takes_str(param.annotation) else yaml_value(raw)
-        check_init_args(cls, spec["init_args"], f"{key}.init_args")
-    if not config["model"]:
-        raise CLIError(f"ember {stage} needs a model: --model package.module:Class, or 'model:' in a config file.")
-    config["print_config"] = args.print_config
-    return config
-
-
-def full_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The configuration with every default filled in, for ``--print-config``."""
-    out: dict[str, Any] = {"seed_everything": config["seed_everything"]}
-    trainer = {}
-    for name, field in TRAINER_FIELDS.items():
-        default = _default(field)
-        trainer[name] = config["trainer"].get(name, list(default) if isinstance(default, tuple) else default)
-    out["trainer"] = trainer
-    for key in ("model", "data"):
-        spec = config[key]
-        if not spec:
-            out[key] = None
-            continue
-        cls = import_class(spec["class_path"], key)
-        params, _ = init_parameters(cls)
-        init_args = {n: p.default for n, p in params.items() if p.default is not inspect.Parameter.empty}
-        init_args.update(spec["init_args"])
-        out[key] = {"class_path": class_path_of(cls), "init_args": init_args}
-    out["ckpt_path"] = config["ckpt_path"]
+            word = yaml.safe_dump(load_toml(word))
+        elif before in ("--model", "--data") and _COLON_PATH.match(word):
+            word = word.replace(":", ".")
+        elif re.match(r"^--(model|data)=", word) and _COLON_PATH.match(word.split("=", 1)[1]):
+            word = word.replace(":", ".")
+        out.append(word)
     return out
+
+
+def load_toml(path: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    with open(path, "rb") as f:
+        try:
+            return tomllib.load(f)
+        except tomllib.TOMLDecodeError as exc:
+            raise CLIError(f"{path} is not valid TOML: {exc}.") from exc
+
+
+def parse(stage: str, argv: list[str]) -> tuple[ArgumentParser, Namespace]:
+    """The parser and the parsed configuration (files and flags in the order given)."""
+    if "" not in sys.path and os.getcwd() not in sys.path:  # class paths resolve from here, as under python -m
+        sys.path.insert(0, os.getcwd())
+    parser = build_parser(stage)
+    try:
+        cfg = parser.parse_args(_prepare(argv))
+    except argparse.ArgumentError as exc:
+        raise CLIError(explain(str(exc), argv)) from exc
+    if cfg.model is None:
+        raise CLIError(f"ember {stage} needs a model: --model package.module.Class, or 'model:' in a config file.")
+    return parser, cfg
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -357,47 +195,93 @@ def full_config(config: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------------
 
 
-def instantiate(spec: Mapping[str, Any], where: str) -> Any:
-    cls = import_class(spec["class_path"], where)
-    args = dict(spec.get("init_args") or {})
-    check_init_args(cls, args, f"{where}.init_args")
-    return cls(**args)
+def plugin_class_path(name: str, role: str | None, where: str) -> str:
+    """The import path of a plugin named ``name`` (``early-stopping``, ``callback.early-stopping``) or ``name``
+    itself when it is an import path (``my_pkg.callbacks.Custom`` or ``my_pkg.callbacks:Custom``)."""
+    from ember.core import discovery
+
+    found = discovery.discover().plugins
+    candidates = [name, f"{role}.{name}"] if role else [name, *(i for i in found if i.split(".", 1)[1] == name)]
+    for identity in candidates:
+        if identity in found:
+            return discovery.only(identity, found[identity]).value.replace(" ", "").replace(":", ".")
+    if "." in name or ":" in name:
+        return name.replace(":", ".")
+    names = sorted(i.split(".", 1)[1] for i in found if role is None or i.startswith(f"{role}."))
+    raise CLIError(f"{where}: unknown {role or 'plugin'} {name!r}.{suggest(name, names)} "
+                   f"Installed: {', '.join(names)} (`ember plugins` lists them), or give a class path.")
 
 
-def plugin_object(item: Any, role: str, where: str) -> Any:
-    """A ``trainer.callbacks``/``plugins``/``logger`` entry: a name or identity stays a string (the Trainer
-    looks it up); ``package.module:Class`` or ``{class_path, init_args}`` is built here. A ``class_path`` may
-    also be a plugin's name or identity, to pass it arguments: ``{class_path: early-stopping, init_args: ...}``."""
-    if isinstance(item, str):
-        return import_class(item, where)() if ":" in item else item
-    if not isinstance(item, Mapping):
-        return item
-    spec = class_spec(item, where)
-    path = spec.get("class_path")
-    if not isinstance(path, str):
-        raise CLIError(f"{where}: expected a name, a class path, or {{class_path: ..., init_args: {{...}}}}.")
-    if ":" not in path:
-        from ember.core import discovery
+def _is_class_path(name: str) -> bool:
+    """``package.module:Class``, or a dotted name whose first part is no plugin role (``callback.timer`` is an
+    identity, ``my_pkg.callbacks.Custom`` a class)."""
+    from ember.core import discovery
 
-        found = discovery.discover()
-        identity = path if "." in path and path.split(".", 1)[0] in {i.split(".")[0] for i in found.plugins} \
-            else f"{role}.{path}"
-        if identity in found.plugins:
-            info = discovery.only(identity, found.plugins[identity])
-            path = info.value.replace(" ", "")
-    return instantiate({"class_path": path, "init_args": spec["init_args"]}, where)
+    if ":" in name:
+        return True
+    roles = {identity.split(".", 1)[0] for identity in discovery.discover().plugins}
+    return "." in name and name.split(".", 1)[0] not in roles
+
+
+def plugin_entry(value: Any, role: str | None, where: str) -> Any:
+    """A ``trainer.callbacks``/``plugins``/``logger``/... entry: a name or identity stays a string (the Trainer
+    looks it up, with a suggestion for a typo); ``package.module:Class`` and ``{class_path, init_args}`` (whose
+    ``class_path`` may be a plugin's name) are built here, the arguments typed by the class's signature."""
+    if isinstance(value, str) and not _is_class_path(value):
+        return value
+    if isinstance(value, str):
+        value = {"class_path": value}
+    if not isinstance(value, Mapping) or "class_path" not in value:
+        if isinstance(value, Mapping):
+            keys = list(value)
+            raise CLIError(f"{where}: expected {{class_path: ..., init_args: {{...}}}}, got the keys {keys}."
+                           f"{suggest(keys[0], ['class_path', 'init_args']) if keys else ''}")
+        return value
+    unknown = [k for k in value if k not in ("class_path", "init_args")]
+    if unknown:
+        raise CLIError(f"{where}: unknown key {unknown[0]!r}.{suggest(unknown[0], ['class_path', 'init_args'])} "
+                       "Valid keys: class_path, init_args.")
+    path = plugin_class_path(str(value["class_path"]), role, where)
+    return instantiate({"class_path": path, "init_args": dict(value.get("init_args") or {})}, _class_of(path, where),
+                       where)
+
+
+def instantiate(spec: Mapping[str, Any], base: type, where: str) -> Any:
+    """Build ``{class_path, init_args}`` (a subclass of ``base``), its arguments typed by its signature."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False, parser_mode=_MODE)
+    parser.add_argument("--entry", type=base)
+    try:
+        cfg = parser.parse_object({"entry": dict(spec)})
+    except argparse.ArgumentError as exc:
+        raise CLIError(explain(str(exc), []).replace("entry:", f"{where}:", 1)) from exc
+    return parser.instantiate(cfg).entry
+
+
+def _class_of(path: str, where: str) -> type:
+    module, _, name = path.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except AttributeError as exc:
+        raise CLIError(f"{where}: {missing(module, name)}") from exc
+    except (ImportError, ValueError) as exc:
+        raise CLIError(f"{where}: cannot import {path!r}: {exc}. Is the package installed, or its folder on "
+                       "PYTHONPATH?") from exc
+    if not isinstance(cls, type):
+        raise CLIError(f"{where}: {path!r} is {type(cls).__name__}, not a class.")
+    return cls
 
 
 def trainer_kwargs(trainer: Mapping[str, Any]) -> dict[str, Any]:
+    """The Trainer's keyword arguments from the parsed ``trainer`` section (plugin entries built)."""
     kwargs = dict(trainer)
-    for key, role in (("callbacks", "callback"), ("plugins", "plugin"), ("logger", "logger")):
-        if key not in kwargs:
-            continue
-        value = kwargs[key]
+    for key, role in PLUGIN_ARGS.items():
+        value = kwargs.get(key)
         if isinstance(value, list):
-            kwargs[key] = [plugin_object(v, role, f"trainer.{key}[{i}]") for i, v in enumerate(value)]
-        elif isinstance(value, (str, Mapping)):
-            kwargs[key] = plugin_object(value, role, f"trainer.{key}")
+            kwargs[key] = [plugin_entry(v, role, f"trainer.{key}[{i}]") for i, v in enumerate(value)]
+        elif value is not None:
+            kwargs[key] = plugin_entry(value, role, f"trainer.{key}")
     return kwargs
 
 
@@ -407,68 +291,63 @@ class SaveConfig:
 
     identity = "cli.save-config"
 
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = config
+    def __init__(self, text: str) -> None:
+        self.text = text
         self.path: str | None = None
 
     @hookimpl(trylast=True)
     def setup(self, trainer: Any, stage: str) -> None:  # trylast: after the loggers fixed their folder
         if stage != "fit" or not trainer.is_global_zero:
             return
-        import yaml
-
         os.makedirs(trainer.log_dir, exist_ok=True)
         self.path = os.path.join(trainer.log_dir, "config.yaml")
         with open(self.path, "w", encoding="utf-8") as f:
-            yaml.safe_dump(self.config, f, sort_keys=False)
+            f.write(self.text)
+
+
+def build(parser: ArgumentParser, cfg: Namespace, stage: str) -> tuple[Any, Any, Any]:
+    """The model, the data (or None) and the Trainer of a parsed configuration. Seeds first."""
+    import ember
+
+    if cfg.seed_everything is True:  # as LightningCLI: a seed drawn now (or the job's), saved with the config
+        seed = os.environ.get("EMBER_GLOBAL_SEED")
+        cfg.seed_everything = int(seed) if seed is not None else random.randrange(2**32)
+    if cfg.seed_everything is not False:
+        ember.seed_everything(cfg.seed_everything)
+    try:  # one by one: the Trainer's arguments hold specs that are plugin names, built by trainer_kwargs
+        model = instantiate(cfg.model.as_dict(), Model, "model")
+        data = None if cfg.data is None else instantiate(cfg.data.as_dict(), DataModule, "data")
+        kwargs = trainer_kwargs(cfg.trainer.as_dict())
+        if stage == "fit":
+            text = parser.dump(cfg, skip_unset=False)
+            plugins = kwargs.get("plugins") or []
+            kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), SaveConfig(text)]
+        return model, data, ember.Trainer(**kwargs)
+    except CLIError:
+        raise
+    except EmberError as exc:  # a value the Trainer or a class refuses: still the command line's fault
+        raise CLIError(str(exc)) from exc
 
 
 def run(stage: str, argv: list[str]) -> int:
-    import yaml
-
-    if "" not in sys.path and os.getcwd() not in sys.path:  # class paths resolve from here, as under python -m
-        sys.path.insert(0, os.getcwd())
-    try:
-        config = parse(stage, argv)
-        full = full_config(config)
-        if config["print_config"]:
-            sys.stdout.write(yaml.safe_dump(full, sort_keys=False))
-            return 0
-        import ember
-
-        if config["seed_everything"] is not None:
-            ember.seed_everything(int(config["seed_everything"]))
-        model = instantiate(config["model"], "model")
-        data = instantiate(config["data"], "data") if config["data"] else None
-        kwargs = trainer_kwargs(config["trainer"])
-        if stage == "fit":
-            plugins = kwargs.get("plugins") or []
-            kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), SaveConfig(full)]
-        trainer = ember.Trainer(**kwargs)
-    except EmberError as exc:
-        print(f"ember {stage}: error: {exc}", file=sys.stderr)
-        return 2
-    ckpt_path = config["ckpt_path"]
+    parser, cfg = parse(stage, argv)
+    model, data, trainer = build(parser, cfg, stage)
     if stage == "fit":
-        trainer.fit(model, datamodule=data, ckpt_path=ckpt_path)
-        if trainer.interrupted:
-            return 130
-    elif stage in ("validate", "test"):
-        getattr(trainer, stage)(model, datamodule=data, ckpt_path=ckpt_path)
-    else:
-        predictions = trainer.predict(model, datamodule=data, ckpt_path=ckpt_path)
-        count = len(predictions) if isinstance(predictions, list) else 0
-        print(f"predict: {count} batches of predictions (add the 'prediction-writer' callback to save them).")
+        trainer.fit(model, datamodule=data, ckpt_path=cfg.ckpt_path)
+        return 130 if trainer.interrupted else 0
+    if stage in ("validate", "test"):
+        getattr(trainer, stage)(model, datamodule=data, ckpt_path=cfg.ckpt_path)
+        return 0
+    predictions = trainer.predict(model, datamodule=data, ckpt_path=cfg.ckpt_path)
+    count = len(predictions) if isinstance(predictions, list) else 0
+    print(f"predict: {count} batches of predictions (add the 'prediction-writer' callback to save them).")
     return 0
 
 
 def _register(stage: str) -> None:
-    def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("argv", nargs=argparse.REMAINDER, help=f"see `ember {stage} --help`")
-
-    @command(stage, STAGES[stage], add_arguments, raw=True)
-    def _run(args: argparse.Namespace) -> int:
-        return run(stage, list(args.argv))
+    @command(stage, STAGES[stage], raw=True)
+    def _run(argv: list[str]) -> int:
+        return run(stage, argv)
 
 
 for _stage in STAGES:

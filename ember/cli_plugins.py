@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 from typing import Any
 
 import attrs
 
-from ember.cli_registry import command
+from ember.cli_registry import CLIError, command
 from ember.core import discovery
-from ember.core.errors import EmberError, PluginError
+from ember.core.errors import EmberError, PluginError, suggest
 
 #: Status of a plugin in ``ember plugins``.
 STATUSES = ("active", "available", "unavailable", "blocked", "conflict", "broken")
@@ -172,6 +171,13 @@ def _plugins_args(p: argparse.ArgumentParser) -> None:
 def _plugins(args: argparse.Namespace) -> int:
     selection = {"accelerator": args.accelerator, "precision": args.precision, "strategy": args.strategy}
     block = tuple(b.strip() for value in args.block for b in value.split(",") if b.strip())
+    if args.role:
+        found = discovery.discover()
+        roles = sorted({"core"} | {i.role for group in (found.plugins, found.autoload) for infos in group.values()
+                                   for i in infos})
+        if args.role not in roles:
+            raise CLIError(f"--role: no plugin has the role {args.role!r}.{suggest(args.role, roles)} "
+                           f"Roles: {', '.join(roles)}.")
     rows, invalid = collect(selection, block)
     if args.role:
         rows = [r for r in rows if r.role == args.role]
@@ -201,7 +207,6 @@ def _hooks_args(p: argparse.ArgumentParser) -> None:
 @command("hooks", "list every hook: signature and what it is for (`ember hooks NAME` for the full text)",
          _hooks_args)
 def _hooks(args: argparse.Namespace) -> int:
-    from ember.core.errors import suggest
     from ember.hookspecs.reference import specs
 
     all_specs = specs()
@@ -210,9 +215,7 @@ def _hooks(args: argparse.Namespace) -> int:
         by_name = {s.name: s for s in all_specs}
         unknown = [n for n in args.names if n not in by_name]
         if unknown:
-            print(f"ember hooks: no hook named {unknown[0]!r}.{suggest(unknown[0], by_name)} "
-                  "`ember hooks` lists them all.", file=sys.stderr)
-            return 2
+            raise CLIError(f"no hook named {unknown[0]!r}.{suggest(unknown[0], by_name)} `ember hooks` lists them all.")
         chosen = [by_name[n] for n in args.names]
     if args.json:
         print(json.dumps([s.as_dict() for s in chosen], indent=2))

@@ -1,7 +1,7 @@
 """``ember tune`` (learning-rate and batch-size finders) and ``ember plot`` (a run's metrics as a PNG).
 
 Both are thin: the work is in :mod:`ember.tuner` and :mod:`ember.plot`, whose functions take plain arguments,
-so another front end (a jsonargparse CLI) can call :func:`tune` with the model, DataModule and Trainer it built.
+so another front end can call :func:`tune` with the model, DataModule and Trainer it built.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import Any
 
-from ember.cli_registry import command
+from ember.cli_registry import ArgumentParser, CLIError, command
+from ember.core.errors import suggest
 
 TUNE_HELP = "run the learning-rate finder and/or the batch-size finder (then optionally fit)"
 
@@ -34,10 +35,9 @@ def tune(trainer: Any, model: Any, datamodule: Any = None, lr_find: bool = True,
     return found
 
 
-def _tune_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ember tune", description=TUNE_HELP + ". Every other argument is ember "
-                                "fit's (--model, --data, --trainer.*, -c FILE); see `ember fit --help`.",
-                                allow_abbrev=False)
+def _tune_parser() -> ArgumentParser:
+    p = ArgumentParser(prog="ember tune", description=TUNE_HELP + ". Every other argument is ember fit's "
+                       "(--model, --data, --trainer.*, -c FILE); see `ember fit --help`.")
     p.add_argument("--lr-find", action="store_true", help="run the learning-rate range test")
     p.add_argument("--batch-size", choices=("power", "binsearch"), default=None,
                    help="find the largest batch size that fits (the model or DataModule has a batch_size)")
@@ -48,31 +48,24 @@ def _tune_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _tune_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("argv", nargs=argparse.REMAINDER, help="see `ember tune --help`")
-
-
-@command("tune", TUNE_HELP, _tune_args, raw=True)
-def _tune(args: argparse.Namespace) -> int:
+@command("tune", TUNE_HELP, raw=True)
+def _tune(argv: list[str]) -> int:
     from ember import cli_config
-    from ember.core.errors import EmberError
+    from ember.cli_explain import flags
 
-    own, rest = _tune_parser().parse_known_args(list(args.argv))
+    tune_parser = _tune_parser()
+    own, rest = tune_parser.parse_known_args(argv)
+    fit_options = ("--config", "--print_config", "--seed_everything", "--model", "--data", "--ckpt_path", "--trainer")
+    for word in rest:
+        name = word.split("=")[0]
+        if name.startswith("--") and name.split(".")[0] not in fit_options:
+            raise CLIError(f"unknown option {name!r}.{suggest(name, tune_parser.option_strings() + flags())} "
+                           "`ember tune --help` and `ember fit --help` list them.")
     if not own.lr_find and own.batch_size is None:
         own.lr_find = True
-    try:
-        config = cli_config.parse("fit", rest)
-        import ember
-
-        if config["seed_everything"] is not None:
-            ember.seed_everything(int(config["seed_everything"]))
-        model = cli_config.instantiate(config["model"], "model")
-        data = cli_config.instantiate(config["data"], "data") if config["data"] else None
-        trainer = ember.Trainer(**cli_config.trainer_kwargs(config["trainer"]))
-        found = tune(trainer, model, data, own.lr_find, own.batch_size, own.plot, own.num_training, own.max_trials)
-    except EmberError as exc:
-        print(f"ember tune: error: {exc}", file=sys.stderr)
-        return 2
+    parser, cfg = cli_config.parse("fit", rest)
+    model, data, trainer = cli_config.build(parser, cfg, "tune")
+    found = tune(trainer, model, data, own.lr_find, own.batch_size, own.plot, own.num_training, own.max_trials)
     for key, value in found.items():
         print(f"{key}: {value}")
     if own.fit:

@@ -154,3 +154,14 @@ def test_hooks_full_text_json_and_family(capsys) -> None:
 
     assert main(["hooks", "on_fit_strat"]) == 2
     assert "Did you mean 'on_fit_start'?" in capsys.readouterr().err
+
+
+def test_a_mistyped_role_or_option_is_an_error_with_a_suggestion(capsys) -> None:
+    assert main(["plugins", "--role", "precison"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ember plugins: error: --role: no plugin has the role 'precison'. Did you mean "
+                          "'precision'?") and err.count("\n") == 1
+    assert main(["plugins", "--rol", "precision"]) == 2
+    assert "unknown option '--rol'. Did you mean '--role'?" in capsys.readouterr().err
+    assert main(["hooks", "--family", "evnt"]) == 2
+    assert "--family: invalid choice 'evnt'. Did you mean 'event'?" in capsys.readouterr().err

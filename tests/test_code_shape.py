@@ -26,15 +26,11 @@ LONG_MODULES = {
     "ember/hookspecs/protocols.py": (720, "hook specifications whose docstrings are the generated reference "
                                           "(docs/hooks.md): one documented spec per role hook"),
     "ember/hookspecs/events.py": (600, "one documented spec per Lightning event, with the loop's pseudocode"),
-    "ember/cli_config.py": (530, "the CLI's configuration layer; being reshaped with the CLI modules (issue 11, "
-                                 "item 8)"),
 }
 #: The most accesses to another ember object's private attribute, each listed in OWN_PRIVATE.
 MAX_OWN_PRIVATE = 5
 #: ``file name: expression`` -> why it reads or writes an ember object's private attribute.
 OWN_PRIVATE = {
-    "cli.py: args._run": "the sub-command's function, stored on argparse's namespace under a name no option "
-                         "can take",
     "cli_plugins.py: info._failed": "`ember plugins` reports a plugin that fails to instantiate with the "
                                     "error the discovery record builds for a plugin that fails to load",
     "torchrun.py: hook._ember_rank": "marks the excepthook it installs, so it is installed once per process",
@@ -60,8 +56,6 @@ LIBRARY_PRIVATE = {
                                                                      "this way; a Lightning-style method taken by "
                                                                      "position is added the same way, with no adapter "
                                                                      "call in between",
-    "cli_config.py: parser._actions": "argparse lists a parser's options only there (to suggest the option "
-                                      "closest to an unknown one)",
 }
 
 
