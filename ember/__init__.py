@@ -19,6 +19,7 @@ from ember.core.errors import (
     HangError,
     PluginConflictError,
     PluginError,
+    UnknownArgumentError,
     UnknownPluginError,
     WorkerFailedError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "PluginError",
     "Trainer",
     "TrainerConfig",
+    "UnknownArgumentError",
     "UnknownPluginError",
     "WorkerFailedError",
     "hookimpl",

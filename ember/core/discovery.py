@@ -164,6 +164,12 @@ class Discovery:
         identity = name if name.startswith(role + ".") else f"{role}.{name}"
         found = self.plugins.get(identity)
         if not found:
+            roles = sorted({i.split(".", 1)[0] for i in self.plugins})
+            prefix = name.split(".", 1)[0]
+            if "." in name and prefix != role and prefix not in roles:  # a misspelled role: 'precison.bf16-mixed'
+                raise UnknownPluginError(
+                    f"unknown plugin {name!r}: {prefix!r} is not a plugin role (roles: {', '.join(roles)})."
+                    f"{suggest(name, self.plugins) or suggest(prefix, roles)} `ember plugins` lists every plugin.")
             choices = self.role_names(role)
             raise UnknownPluginError(
                 f"unknown {role} {name!r}: no installed distribution provides the plugin {identity!r}. "

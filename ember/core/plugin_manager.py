@@ -31,7 +31,7 @@ _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
-           "noop_fallback"]
+           "implemented_hooks", "noop_fallback"]
 
 
 class EmberWarning(UserWarning):
@@ -234,3 +234,33 @@ def _may_be_marked(plugin: Any, name: str) -> bool:
             return getattr(value, _IMPL_MARK, None) is not None
         return isinstance(value, types.MemberDescriptorType)
     return False
+
+
+def implemented_hooks(plugin: Any) -> list[str]:
+    """The attribute names of ``plugin`` that registering it would make hook implementations: methods named like
+    an event hook, and attributes marked with ``@ember.hookimpl``. Nothing is registered or called."""
+    found = []
+    for name in dir(plugin):
+        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
+            continue
+        try:
+            attr = inspect.getattr_static(plugin, name)
+        except AttributeError:
+            continue
+        function = getattr(attr, "__func__", attr)
+        if getattr(attr, _IMPL_MARK, None) is not None or getattr(function, _IMPL_MARK, None) is not None:
+            found.append(name)
+        elif name in EVENT_HOOKS and (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
+            found.append(name)
+    return found
+
+
+def misspelled_hooks(plugin: Any) -> list[str]:
+    """Phrases for the methods of ``plugin`` named almost like an event hook (``on_train_epoch_ned``)."""
+    out = []
+    for name in dir(type(plugin)):
+        if name.startswith("on_") and name not in EVENT_HOOKS:
+            close = suggest(name, EVENT_HOOKS)
+            if close:
+                out.append(f"its method {name!r} is not a hook.{close}")
+    return out
