@@ -23,6 +23,7 @@ from ember.core.errors import (
     UnknownPluginError,
     WorkerFailedError,
 )
+from ember.core.logging_api import log, log_dict
 from ember.core.module import Module
 from ember.core.plugin_manager import EmberWarning
 from ember.core.seed import seed_everything
@@ -47,5 +48,7 @@ __all__ = [
     "WorkerFailedError",
     "hookimpl",
     "hookspec",
+    "log",
+    "log_dict",
     "seed_everything",
 ]

@@ -13,7 +13,7 @@ import attrs
 import pluggy
 import torch
 
-from ember.core import discovery, options, seed, tracing
+from ember.core import discovery, logging_api, options, seed, tracing
 from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
@@ -354,7 +354,8 @@ class Trainer(TrainerProperties):
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
         try:
-            return self.loop.run(fn, loaders, options)
+            with logging_api.running(self):
+                return self.loop.run(fn, loaders, options)
         except BaseException as exc:
             if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise
