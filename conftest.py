@@ -45,10 +45,11 @@ def _documentation_block_in_isolation(request: pytest.FixtureRequest) -> Iterato
     tmp_path: pathlib.Path = request.getfixturevalue("tmp_path")
     cwd = os.getcwd()
     environ = dict(os.environ)
-    modes: list[tuple[Any, Any]] = [
-        (torch.get_default_dtype(), torch.set_default_dtype),
-        (torch.are_deterministic_algorithms_enabled(), torch.use_deterministic_algorithms),
-        (torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision),
+    modes: list[tuple[Any, Any, Any]] = [
+        (torch.get_default_dtype, torch.get_default_dtype(), torch.set_default_dtype),
+        (torch.are_deterministic_algorithms_enabled, torch.are_deterministic_algorithms_enabled(),
+         torch.use_deterministic_algorithms),
+        (torch.get_float32_matmul_precision, torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision),
     ]
     os.chdir(tmp_path)
     try:
@@ -57,5 +58,6 @@ def _documentation_block_in_isolation(request: pytest.FixtureRequest) -> Iterato
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(environ)
-        for value, put_back in modes:
-            put_back(value)
+        for read, value, put_back in modes:
+            if read() != value:  # only then: torch.use_deterministic_algorithms takes seconds on first use
+                put_back(value)
