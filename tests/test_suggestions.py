@@ -119,3 +119,14 @@ def test_a_marked_method_with_a_misspelled_hook_name_fails_with_the_hook() -> No
     with pytest.raises(ember.PluginError, match=r"implements 'on_train_epoch_ned', which is not an ember hook\. "
                                                 r"Did you mean 'on_train_epoch_end'\?"):
         trainer.fit(TinyClassifier(), tiny_loaders(n=8, batch_size=4)[0])
+
+
+def test_a_misspelled_role_gets_the_closest_role() -> None:
+    from ember.core.discovery import discover
+
+    assert discover().check_role("precision") == "precision"
+    with pytest.raises(ember.UnknownPluginError) as info:
+        discover().check_role("precison")
+    message = str(info.value)
+    assert message.startswith("unknown plugin role 'precison': the installed plugins' roles are accelerator, ")
+    assert message.endswith("Did you mean 'precision'?")
