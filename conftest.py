@@ -5,8 +5,10 @@ one marked ``continuation`` runs after the block before it). Its ``--markdown-do
 the docstrings of every Python file under ``tests/``, so the Markdown files are handed to its collector here
 instead, and ``testpaths`` in pyproject.toml names them: ``python -m pytest`` runs them with the rest.
 
-Each block runs in its own empty working directory, and the environment variables and torch's global modes it
-changes are put back afterwards.
+A block of docs/*.md may take a small model, its data or a fitted trainer as given, by naming fixtures of
+docs/conftest.py in its info string (```` ```python fixture:model fixture:train_loader ````). A block that cannot
+run says why in a comment on its first line. Each block runs in its own empty working directory, and the
+environment variables and torch's global modes it changes are put back afterwards.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pytest_markdown_docs.plugin import MarkdownInlinePythonItem, MarkdownTextFile
+
+try:
+    from pytest_markdown_docs.plugin import MarkdownInlinePythonItem, MarkdownTextFile
+except ImportError as exc:  # pragma: no cover - the test extra names it
+    raise ImportError("the documentation tests need pytest-markdown-docs, part of ember's test extra: "
+                      "pip install -e '.[test]'") from exc
 
 ROOT = pathlib.Path(__file__).resolve().parent
 

@@ -104,7 +104,7 @@ def test_listed_by_ember_plugins(fresh: FreshEnv) -> None:
     # off until asked for (Trainer(run_summary=True)): installing the package changes no run
     assert (summary["group"], summary["status"], summary["distribution"]) == ("selectable", "available",
                                                                              "ember-plugin-example")
-    assert {h["name"] for h in summary["hooks"]} == {"on_fit_start", "on_fit_end", "on_exception",
+    assert {h["name"] for h in summary["hooks"]} == {"add_options", "on_fit_start", "on_fit_end", "on_exception",
                                                      "on_save_checkpoint", "on_load_checkpoint"}
     assert rows["precision.32-true"]["status"] == "active"
 
