@@ -122,7 +122,7 @@ def _check_implements_a_hook(argument: str, item: Any) -> None:
         return  # a role plugin is selected for its role; core's defaults answer the hooks it leaves out
     shown = repr(item)
     shown = shown if len(shown) <= 80 and "\n" not in shown else f"a {type(item).__name__} object"
-    typos = " ".join(f"{typo[:1].upper()}{typo[1:]}" for typo in misspelled_hooks(item))
+    typos = " ".join(f"Its method {name!r} is not a hook.{close}" for name, close in misspelled_hooks(item))
     raise ConfigurationError(
         f"Trainer({argument}=[..., {shown}, ...]) is invalid: {type(item).__name__} implements no ember hook, "
         "so it would never be called. A plugin or callback has @ember.hookimpl methods or methods named like "

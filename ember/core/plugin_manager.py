@@ -31,7 +31,7 @@ _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
-           "implemented_hooks", "noop_fallback"]
+           "implemented_hooks", "misspelled_hooks", "noop_fallback"]
 
 
 class EmberWarning(UserWarning):
@@ -138,12 +138,10 @@ class PluginManager(pluggy.PluginManager):
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
                                   f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
-        for attr in dir(type(plugin)):
-            if attr.startswith("on_") and attr not in known:
-                close = suggest(attr, EVENT_HOOKS)
-                if close:
-                    warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
-                                  f"called.{close}", EmberWarning, stacklevel=4)
+        for attr, close in misspelled_hooks(plugin):
+            if attr not in known:
+                warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
+                              f"called.{close}", EmberWarning, stacklevel=4)
 
     def plugin_of_traceback(self, exc: BaseException) -> str | None:
         """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
@@ -255,12 +253,13 @@ def implemented_hooks(plugin: Any) -> list[str]:
     return found
 
 
-def misspelled_hooks(plugin: Any) -> list[str]:
-    """Phrases for the methods of ``plugin`` named almost like an event hook (``on_train_epoch_ned``)."""
+def misspelled_hooks(plugin: Any) -> list[tuple[str, str]]:
+    """``(name, " Did you mean 'hook'?")`` for each attribute of ``plugin``'s class named almost like an event hook
+    (``on_train_epoch_ned``): such a method is never called."""
     out = []
     for name in dir(type(plugin)):
         if name.startswith("on_") and name not in EVENT_HOOKS:
             close = suggest(name, EVENT_HOOKS)
             if close:
-                out.append(f"its method {name!r} is not a hook.{close}")
+                out.append((name, close))
     return out
