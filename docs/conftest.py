@@ -4,6 +4,8 @@ Everything a block imports or defines itself stays in the block, so a reader can
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 from torch.utils.data import DataLoader
 
@@ -32,8 +34,10 @@ def val_loader() -> DataLoader:
 
 
 @pytest.fixture
-def trainer(model: TinyClassifier, train_loader: DataLoader, val_loader: DataLoader) -> ember.Trainer:
-    """A trainer that has fitted ``model`` for an epoch."""
-    trainer = ember.Trainer(**FAST_TRAINER_ARGS)
+def trainer(model: TinyClassifier, train_loader: DataLoader, val_loader: DataLoader,
+            tmp_path: pathlib.Path) -> ember.Trainer:
+    """A trainer that has fitted ``model`` for an epoch (set up before the block moves into ``tmp_path``, so it
+    is told where to write)."""
+    trainer = ember.Trainer(**FAST_TRAINER_ARGS, default_root_dir=tmp_path)
     trainer.fit(model, train_loader, val_loader)
     return trainer
