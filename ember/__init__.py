@@ -21,9 +21,11 @@ from ember.core.errors import (
     HangError,
     PluginConflictError,
     PluginError,
+    UnknownArgumentError,
     UnknownPluginError,
     WorkerFailedError,
 )
+from ember.core.logging_api import log, log_dict
 from ember.core.module import Module
 from ember.core.plugin_manager import EmberWarning
 from ember.core.seed import seed_everything
@@ -45,9 +47,12 @@ __all__ = [
     "PluginError",
     "Trainer",
     "TrainerConfig",
+    "UnknownArgumentError",
     "UnknownPluginError",
     "WorkerFailedError",
     "hookimpl",
     "hookspec",
+    "log",
+    "log_dict",
     "seed_everything",
 ]

@@ -101,13 +101,14 @@ def test_listed_by_ember_plugins(fresh: FreshEnv) -> None:
     assert (tf32["distribution"], tf32["version"], tf32["role"]) == ("ember-plugin-example", "0.1.0", "precision")
     assert (tf32["group"], tf32["status"]) == ("selectable", "available")
     assert [h["name"] for h in tf32["hooks"]] == ["setup", "teardown"]
-    assert (summary["group"], summary["status"], summary["distribution"]) == ("autoload", "active",
+    # off until asked for (Trainer(run_summary=True)): installing the package changes no run
+    assert (summary["group"], summary["status"], summary["distribution"]) == ("selectable", "available",
                                                                              "ember-plugin-example")
-    assert {h["name"] for h in summary["hooks"]} == {"on_fit_start", "on_fit_end", "on_exception",
+    assert {h["name"] for h in summary["hooks"]} == {"add_options", "on_fit_start", "on_fit_end", "on_exception",
                                                      "on_save_checkpoint", "on_load_checkpoint"}
     assert rows["precision.32-true"]["status"] == "active"
 
-    # The same command for a run selecting tf32, and with the always-on plugin blocked (one process).
+    # The same command for a run selecting tf32, and with the run summary blocked (one process).
     out = fresh.python_json("""
         import contextlib, io, json, os
         from ember.cli import main
@@ -156,6 +157,7 @@ FITS = """
             "seen": sorted(model.seen),
             "after": torch.get_float32_matmul_precision(),
             "autoloaded": [identity for identity, _ in trainer.autoload_plugins],
+            "extra": [identity for identity, _ in trainer.extra_plugins],
             "summary": json.load(open(summary)) if os.path.exists(summary) else None,
         }
     results["still installed"] = importlib.metadata.version("ember-plugin-example")
@@ -165,12 +167,15 @@ FITS = """
 
 @pytest.fixture(scope="module")
 def fits(fresh: FreshEnv, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Three fits in one process of the fresh environment: tf32 selected by name; the always-on plugin
-    blocked by the Trainer argument; blocked by the environment variable."""
+    """Four fits in one process of the fresh environment: tf32 selected by name and the run summary switched on
+    by its argument; nothing asked for; the run summary asked for but blocked by the Trainer argument, and by the
+    environment variable."""
     runs = {
-        "tf32": {"kwargs": {"precision": "tf32"}},
-        "blocked by argument": {"kwargs": {"block_plugins": ["callback.run-summary"]}},
-        "blocked by environment": {"kwargs": {}, "env": {"EMBER_BLOCK_PLUGINS": "callback.run-summary"}},
+        "tf32": {"kwargs": {"precision": "tf32", "run_summary": True}},
+        "not asked for": {"kwargs": {}},
+        "blocked by argument": {"kwargs": {"run_summary": True, "block_plugins": ["callback.run-summary"]}},
+        "blocked by environment": {"kwargs": {"run_summary": True},
+                                   "env": {"EMBER_BLOCK_PLUGINS": "callback.run-summary"}},
     }
     for run in runs.values():
         run["dir"] = str(tmp_path_factory.mktemp("run"))
@@ -182,20 +187,26 @@ def test_the_installed_copies_are_the_ones_used(fresh: FreshEnv, fits: dict) -> 
     assert all(path.startswith(env_dir) for path in fits["files"]), fits["files"]
 
 
-def test_selected_by_name_from_the_trainer_and_always_on_behaviour_runs(fits: dict) -> None:
+def test_selected_by_name_and_switched_on_by_its_argument(fits: dict) -> None:
     result = fits["tf32"]
     assert result["precision"] == "precision.tf32"
     assert result["plugin"] == "ember_plugin_example.tf32"
     assert result["seen"] == ["high"] and result["after"] == "highest"
-    assert result["autoloaded"] == ["callback.run-summary"]
+    assert result["autoloaded"] == [] and "callback.run-summary" in result["extra"]
     assert result["summary"]["outcome"] == "finished"
     assert result["summary"]["precision"] == "tf32" and result["summary"]["global_step"] == 8
+
+
+def test_installing_changes_no_run(fits: dict) -> None:
+    result = fits["not asked for"]
+    assert result["autoloaded"] == [] and "callback.run-summary" not in result["extra"] and result["summary"] is None
+    assert result["precision"] == "precision.32-true" and result["seen"] == ["highest"]
 
 
 @pytest.mark.parametrize("how", ["argument", "environment"])
 def test_switched_off_by_identity_without_uninstalling(fits: dict, how: str) -> None:
     result = fits[f"blocked by {how}"]
-    assert result["autoloaded"] == [] and result["summary"] is None
+    assert "callback.run-summary" not in result["extra"] and result["summary"] is None
     assert result["precision"] == "precision.32-true" and result["seen"] == ["highest"]
     assert fits["still installed"] == "0.1.0"
 
@@ -209,19 +220,16 @@ def test_selected_by_name_from_the_cli_and_traced(fresh: FreshEnv, tmp_path: Pat
     header = records[0]
     origins = {p["plugin"]: p["from"] for p in header["plugins"]}
     assert origins["precision.tf32"] == "ember-plugin-example 0.1.0"
-    assert origins["callback.run-summary"] == "ember-plugin-example 0.1.0"
+    assert "callback.run-summary" not in origins  # not asked for
     setup = next(r for r in records if r.get("hook") == "setup")
     assert "precision.tf32" in [impl["plugin"] for impl in setup["impls"]]
-    fit_end = next(r for r in records if r.get("hook") == "on_fit_end")
-    assert [impl["plugin"] for impl in fit_end["impls"]] == ["callback.run-summary"]
-    summary = json.loads((tmp_path / "run_summary.json").read_text())
-    assert summary["precision"] == "tf32" and summary["outcome"] == "finished"
+    assert not (tmp_path / "run_summary.json").exists()
 
 
 def test_the_example_packages_own_tests_pass_with_ember_testing(fresh: FreshEnv) -> None:
     proc = fresh.run(fresh.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=fresh.example)
     summary = proc.stdout.strip().splitlines()[-1]
-    assert re.search(r"\b12 passed\b", summary) and "failed" not in summary and "error" not in summary, proc.stdout
+    assert re.search(r"\b14 passed\b", summary) and "failed" not in summary and "error" not in summary, proc.stdout
 
 
 def test_nothing_was_installed_into_the_test_environment(fresh: FreshEnv) -> None:

@@ -116,8 +116,9 @@ def test_several_loggers_share_one_version_folder(tmp_path):
 @pytest.mark.parametrize("value", [False, None])
 def test_no_logger_means_no_files_and_no_log_hook(tmp_path, value):
     train, val = tiny_loaders()
+    # (no always-on plugins: an installed package's own may write files by design)
     trainer = ember.Trainer(max_epochs=1, logger=value, default_root_dir=tmp_path, enable_checkpointing=False,
-                            **QUIET)
+                            autoload_plugins=False, **QUIET)
     trainer.fit(TinyClassifier(), train, val)
     assert trainer.loggers == [] and trainer.logger is None
     assert trainer.hook.log_metrics is None  # the loop never reads a value for a logger

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 
-from ember.core.errors import ConfigurationError, suggest
+from ember.core.errors import ConfigurationError, UnknownArgumentError, suggest
 
 #: Lightning's short precision spellings, accepted for porting.
 PRECISION_ALIASES = {
@@ -110,6 +110,23 @@ def _plugin_objects(instance: Any, attribute: attrs.Attribute, value: tuple) -> 
             raise ConfigurationError(f"Trainer({attribute.name}=[..., {item!r}, ...]) is invalid: expected plugin "
                                      "names (such as 'early-stopping' or 'callback.early-stopping') or plugin "
                                      "objects (with @ember.hookimpl methods or methods named like hooks).")
+        if not isinstance(item, str):
+            _check_implements_a_hook(attribute.name, item)
+
+
+def _check_implements_a_hook(argument: str, item: Any) -> None:
+    """An object passed as a callback or plugin that implements no hook would never be called: an error."""
+    from ember.core.plugin_manager import implemented_hooks, misspelled_hooks
+
+    if isinstance(getattr(item, "role", None), str) or implemented_hooks(item):
+        return  # a role plugin is selected for its role; core's defaults answer the hooks it leaves out
+    shown = repr(item)
+    shown = shown if len(shown) <= 80 and "\n" not in shown else f"a {type(item).__name__} object"
+    typos = " ".join(f"Its method {name!r} is not a hook.{close}" for name, close in misspelled_hooks(item))
+    raise ConfigurationError(
+        f"Trainer({argument}=[..., {shown}, ...]) is invalid: {type(item).__name__} implements no ember hook, "
+        "so it would never be called. A plugin or callback has @ember.hookimpl methods or methods named like "
+        f"event hooks (on_train_epoch_end, ...); `ember hooks` lists them.{' ' + typos if typos else ''}")
 
 
 def _fast_dev_run(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -314,7 +331,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
                                          f"take: {LIGHTNING_ELSEWHERE[key]}")
             continue
         if key not in names:
-            raise ConfigurationError(
+            raise UnknownArgumentError(
                 f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )

@@ -155,6 +155,18 @@ class Discovery:
                                 f"{suggest(entry, identities)} `ember plugins` lists them.")
         return problems
 
+    def roles(self) -> list[str]:
+        """Every role some installed plugin has, sorted."""
+        return sorted({identity.split(".", 1)[0] for identity in (*self.plugins, *self.autoload)})
+
+    def check_role(self, role: str) -> str:
+        """``role`` if some installed plugin has it; else an error listing the roles, with the closest one."""
+        roles = self.roles()
+        if role not in roles:
+            raise UnknownPluginError(f"unknown plugin role {role!r}: the installed plugins' roles are "
+                                     f"{', '.join(roles)}.{suggest(role, roles)}")
+        return role
+
     def role_names(self, role: str) -> list[str]:
         """The selectable names of one role, sorted."""
         return sorted(info[0].name for ident, info in self.plugins.items() if ident.startswith(role + "."))
@@ -164,6 +176,12 @@ class Discovery:
         identity = name if name.startswith(role + ".") else f"{role}.{name}"
         found = self.plugins.get(identity)
         if not found:
+            roles = self.roles()
+            prefix = name.split(".", 1)[0]
+            if "." in name and prefix != role and prefix not in roles:  # a misspelled role: 'precison.bf16-mixed'
+                raise UnknownPluginError(
+                    f"unknown plugin {name!r}: {prefix!r} is not a plugin role (roles: {', '.join(roles)})."
+                    f"{suggest(name, self.plugins) or suggest(prefix, roles)} `ember plugins` lists every plugin.")
             choices = self.role_names(role)
             raise UnknownPluginError(
                 f"unknown {role} {name!r}: no installed distribution provides the plugin {identity!r}. "

@@ -14,6 +14,11 @@ class ConfigurationError(EmberError, ValueError):
     """A Trainer argument, a module or a data source that cannot be used as given."""
 
 
+class UnknownArgumentError(ConfigurationError, TypeError):
+    """A keyword argument nothing declares (``Trainer(max_epoch=3)``): a ``TypeError``, as Python raises for an
+    unexpected keyword argument, whose message names the closest valid argument."""
+
+
 class PluginError(EmberError):
     """A plugin that cannot be found, loaded, registered or selected."""
 
@@ -30,10 +35,17 @@ class CheckpointError(EmberError):
     """A checkpoint that cannot be read or does not fit the run."""
 
 
-def suggest(name: str, choices: Iterable[str]) -> str:
-    """A ``" Did you mean 'x'?"`` suffix for the closest of ``choices``, or ``""``."""
-    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=0.6)
-    return f" Did you mean {close[0]!r}?" if close else ""
+def closest(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The closest of ``choices`` to ``name`` (a likely typo of it), or None."""
+    close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=cutoff)
+    return close[0] if close else None
+
+
+def suggest(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
+    """A ``" Did you mean 'x'?"`` suffix for the closest of ``choices``, or ``""``. Every did-you-mean in ember's
+    messages comes from here."""
+    match = closest(name, choices, cutoff)
+    return f" Did you mean {match!r}?" if match is not None else ""
 
 
 class HangError(EmberError, RuntimeError):

@@ -38,7 +38,7 @@ NOT_CALLED = frozenset({"on_predict_model_train", "configure_sharded_model"})
 
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
-           "noop_fallback"]
+           "implemented_hooks", "misspelled_hooks", "noop_fallback"]
 
 
 class EmberWarning(UserWarning):
@@ -188,11 +188,10 @@ class PluginManager(pluggy.PluginManager):
             if attr in NOT_CALLED and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
                 warnings.warn(f"{where} overrides {attr!r}, which ember never calls (it has no such point in its "
                               "loop); move that code to another hook.", EmberWarning, stacklevel=4)
-            elif attr.startswith("on_") and attr not in known and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
-                close = suggest(attr, EVENT_HOOKS)
-                if close:
-                    warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
-                                  f"called.{close}", EmberWarning, stacklevel=4)
+        for attr, close in misspelled_hooks(plugin):
+            if attr not in known:
+                warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
+                              f"called.{close}", EmberWarning, stacklevel=4)
 
     def plugin_of_traceback(self, exc: BaseException) -> str | None:
         """The name of the registered plugin whose method raised ``exc`` (innermost frame), or None."""
@@ -313,3 +312,34 @@ def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
         return None
 
     return same_call(impl, skipped)
+
+
+def implemented_hooks(plugin: Any) -> list[str]:
+    """The attribute names of ``plugin`` that registering it would make hook implementations: methods named like
+    an event hook, and attributes marked with ``@ember.hookimpl``. Nothing is registered or called."""
+    found = []
+    for name in dir(plugin):
+        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
+            continue
+        try:
+            attr = inspect.getattr_static(plugin, name)
+        except AttributeError:
+            continue
+        function = getattr(attr, "__func__", attr)
+        if getattr(attr, _IMPL_MARK, None) is not None or getattr(function, _IMPL_MARK, None) is not None:
+            found.append(name)
+        elif name in EVENT_HOOKS and (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
+            found.append(name)
+    return found
+
+
+def misspelled_hooks(plugin: Any) -> list[tuple[str, str]]:
+    """``(name, " Did you mean 'hook'?")`` for each attribute of ``plugin``'s class named almost like an event hook
+    (``on_train_epoch_ned``): such a method is never called."""
+    out = []
+    for name in dir(type(plugin)):
+        if name.startswith("on_") and name not in EVENT_HOOKS and name not in NOT_CALLED:
+            close = suggest(name, EVENT_HOOKS)
+            if close:
+                out.append((name, close))
+    return out

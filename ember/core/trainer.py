@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core import discovery, module_overrides, options, seed, tracing
+from ember.core import discovery, logging_api, module_overrides, options, seed, tracing
 from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
@@ -357,7 +357,8 @@ class Trainer(TrainerProperties):
             datamodule.__dict__["trainer"] = self
         failed = False
         try:
-            return self.loop.run(fn, loaders, options)
+            with logging_api.running(self):
+                return self.loop.run(fn, loaders, options)
         except BaseException as exc:
             failed = True
             if isinstance(exc, SystemExit) and self.state.status == "launched":

@@ -1,4 +1,9 @@
-"""``callback.run-summary``: an always-on plugin that writes what a fit did to ``run_summary.json``."""
+"""``callback.run-summary``: writes what a fit did to ``run_summary.json``, when asked for.
+
+Installing the package changes no run: like a pytest plugin that adds a command-line option, it adds the Trainer
+argument ``run_summary`` (``Trainer(run_summary=True)``, or the same argument on the command line or in a config file),
+which switches the plugin on. Selecting it by name works too: ``Trainer(callbacks=["run-summary"])``.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,11 @@ import time
 from typing import Any
 
 import ember
+
+
+def _optional_bool(value: Any) -> None:
+    if value is not None and not isinstance(value, bool):
+        raise ember.ConfigurationError(f"Trainer(run_summary={value!r}) is invalid: expected True, False or None.")
 
 
 class RunSummary:
@@ -22,6 +32,14 @@ class RunSummary:
 
     identity = "callback.run-summary"
     filename = "run_summary.json"
+
+    @staticmethod
+    @ember.hookimpl
+    def add_options(options: Any) -> None:
+        # A value other than None/False registers this plugin for the run; the default leaves runs as they are.
+        options.add("run_summary", type="bool | None", default=None, validate=_optional_bool,
+                    switches="callback.run-summary",
+                    help="write run_summary.json (outcome, steps, metrics, time) into default_root_dir after fit")
 
     def __init__(self) -> None:
         self.total_seconds = 0.0  # over every fit this state has been carried through
