@@ -13,7 +13,7 @@ import pluggy
 
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
-from ember.core.errors import PluginError, suggest
+from ember.core.errors import EmberWarning, PluginError, suggest
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
 
@@ -32,10 +32,6 @@ _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
            "noop_fallback"]
-
-
-class EmberWarning(UserWarning):
-    """A likely mistake that does not stop the run."""
 
 
 class PluginManager(pluggy.PluginManager):
