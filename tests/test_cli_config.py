@@ -65,6 +65,7 @@ def config_yaml(root) -> str:
         trainer:
           max_epochs: 2
           default_root_dir: {root / "runs"}
+          logger: csv
           log_every_n_steps: 2
           enable_progress_bar: false
           callbacks:
@@ -110,6 +111,7 @@ def test_fit_from_toml_and_flags_only(project, capsys):
         [trainer]
         max_epochs = 1
         default_root_dir = "{project / 'toml_runs'}"
+        logger = "csv"
         enable_progress_bar = false
         enable_model_summary = false
         [model]

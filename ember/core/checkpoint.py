@@ -416,12 +416,16 @@ class Checkpointing:
         dirs = [getattr(cb, "dirpath", None) for cb in t.checkpoint_callbacks]
         return list(dict.fromkeys(os.path.abspath(d) for d in dirs if d))
 
+    def _lookup_dirs(self) -> list[str]:
+        """Where earlier checkpoints are looked for: the checkpoint callbacks' folders, else the default one."""
+        return self._checkpoint_dirs() or [default_checkpoint_dir(self.trainer)]
+
     def _where(self) -> str:
         """The folders :meth:`_latest_run` looks in, for messages."""
         here = run_dir(self.trainer)
         dirs = [os.path.join(os.path.dirname(here), "*", os.path.relpath(d, here))
-                if here is not None and _is_within(d, here) else d for d in self._checkpoint_dirs()]
-        return " and ".join(dirs) or "(no checkpoint callback)"
+                if here is not None and _is_within(d, here) else d for d in self._lookup_dirs()]
+        return " and ".join(dirs)
 
     def _latest_run(self, which: str) -> str | None:
         """The ``which`` ("last" or "best") checkpoint of the latest run of this run name: among the run folders
@@ -429,7 +433,7 @@ class Checkpointing:
         newest file. A checkpoint callback writing outside the run folder is looked up in its own folder."""
         here = run_dir(self.trainer)
         folders: list[str] = []
-        for d in self._checkpoint_dirs():
+        for d in self._lookup_dirs():
             if here is not None and _is_within(d, here):
                 rel = os.path.relpath(d, here)
                 parent = os.path.dirname(here)
