@@ -291,3 +291,87 @@ def test_plot_reads_a_tensorboard_run(tmp_path):
     series = read_metrics(os.path.join(trainer.log_dir, events))
     assert series["train_loss"][0] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
     assert series["val_loss"][0] == [4.0, 8.0]
+
+
+# -- against Lightning (tests/lightning/record_run_folders.py recorded it) -----------------------------------------
+
+LIGHTNING = __import__("json").loads((Path(__file__).parent / "lightning" / "run_folders.json").read_text())
+
+
+class Plain(ember.Module):
+    """The recorded module: one linear layer, no hyperparameters."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(8, 3)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.cross_entropy(self.net(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def lightning_names(path: str | None) -> str | None:
+    """A recorded relative path with ember's default logger name."""
+    return None if path is None else path.replace("lightning_logs", "ember_logs")
+
+
+def test_layout_and_ckpt_path_choices_match_lightning(tmp_path):
+    def rel(path):
+        return None if path is None else os.path.relpath(path, tmp_path)
+
+    first = fit(tmp_path, model=Plain())
+    recorded = LIGHTNING["default"]
+    assert type(first.logger).__name__ == recorded["logger"]
+    assert rel(first.log_dir) == lightning_names(recorded["log_dir"])
+    assert rel(first.checkpoint_callback.dirpath) == lightning_names(recorded["checkpoint_dirpath"])
+    folder = {n if not n.startswith("events.out") else "events.out.tfevents*" for n in os.listdir(first.log_dir)}
+    assert set(recorded["run_folder"]) <= folder
+    # the fitted model, given again: its current weights
+    first.validate(first.module, tiny_loaders(n=16, batch_size=8)[1], verbose=False)
+    assert first.ckpt_path == LIGHTNING["evaluate_after_fit"]["with_model_ckpt_path"] is None
+    # a new Trainer resuming from a file starts the next version folder, and writes its checkpoints there
+    resumed = fit(tmp_path, epochs=2, model=Plain(), ckpt_path=first.checkpoint_callback.last_model_path)
+    assert rel(resumed.log_dir) == lightning_names(LIGHTNING["new_trainer"]["last_log_dir"])
+    assert rel(resumed.checkpoint_callback.dirpath) == \
+        lightning_names(LIGHTNING["new_trainer"]["last_log_dir"]) + os.sep + "checkpoints"
+    no_logger = fit(tmp_path / "bare", model=Plain(), logger=False)
+    assert os.path.relpath(no_logger.checkpoint_callback.dirpath, tmp_path / "bare") == \
+        LIGHTNING["no_logger"]["checkpoint_dirpath"]
+    assert os.path.relpath(no_logger.log_dir, tmp_path / "bare") == LIGHTNING["no_logger"]["log_dir"]
+
+
+def test_the_documented_differences_from_lightning(tmp_path):
+    """Two on purpose (docs/checkpoints.md): a new Trainer's ckpt_path="last" finds the latest run of the name
+    (Lightning looks only in the new version folder and finds nothing), and ``validate()`` without a model after
+    a fit keeps the fitted weights (Lightning loads the best checkpoint, with a warning)."""
+    assert LIGHTNING["new_trainer"]["last_ckpt_path"] is None and LIGHTNING["new_trainer"]["last_warns_none_available"]
+    first = fit(tmp_path, model=Plain())
+    again = fit(tmp_path, epochs=2, model=Plain(), ckpt_path="last")
+    assert again.ckpt_path == first.checkpoint_callback.last_model_path
+    recorded = LIGHTNING["evaluate_after_fit"]
+    assert recorded["without_model_warns_best"] and recorded["without_model_ckpt_path"].endswith(".ckpt")
+    first.validate(dataloaders=tiny_loaders(n=16, batch_size=8)[1], verbose=False)
+    assert first.ckpt_path is None
+
+
+@pytest.mark.parametrize("kind", [CSVLogger, TensorBoardLogger])
+def test_logger_attributes_match_lightning(tmp_path, kind):
+    if kind is TensorBoardLogger:
+        fit(tmp_path, model=Plain(), logger=CSVLogger(save_dir=tmp_path, name="exp"))  # as recorded: CSV first
+    logger = kind(save_dir=tmp_path, name="exp")
+    fit(tmp_path, model=Plain(), logger=logger)
+    recorded = LIGHTNING["loggers"][kind.__name__]
+    assert (logger.name, logger.version) == (recorded["name"], recorded["version"])
+    assert os.path.relpath(logger.save_dir, tmp_path) == recorded["save_dir"]
+    assert os.path.relpath(logger.log_dir, tmp_path) == recorded["log_dir"]
+    assert type(logger.experiment).__name__ == recorded["experiment"]
+    assert [a for a in recorded["experiment_has"] if not hasattr(logger.experiment, a)] == []
+    assert [m for m in recorded["methods"] if not callable(getattr(logger, m, None))] == []
+    logger.finalize("success")

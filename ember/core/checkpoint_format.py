@@ -228,7 +228,7 @@ def check_weights(module: Any, state: Mapping[str, Any], path: str, checkpoint: 
     for name, mine in own.items():
         theirs = state.get(name)
         if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and \
-                not isinstance(mine, torch.nn.parameter.UninitializedTensorMixin) and mine.shape != theirs.shape:
+                not torch.nn.parameter.is_lazy(mine) and mine.shape != theirs.shape:
             shapes.append(f"{name!r}: {tuple(theirs.shape)} in the checkpoint, {tuple(mine.shape)} in the model")
     missing = [n for n in own if n not in state] if strict else []
     unexpected = [n for n in state if n not in own] if strict else []

@@ -46,10 +46,10 @@ class CSVLogger(VersionedLogger):
         return os.path.join(self.log_dir, self.metrics_file)
 
     @property
-    def experiment(self) -> CSVExperiment:
+    def experiment(self) -> ExperimentWriter:
         """The experiment writer (Lightning's ``CSVLogger.experiment``): ``log_metrics``, ``log_hparams``,
         ``save`` and ``metrics_file_path``, writing through this logger."""
-        return CSVExperiment(self)
+        return ExperimentWriter(self)
 
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl(tryfirst=True)  # the version is fixed before any callback asks for the run folder
@@ -120,7 +120,7 @@ class CSVLogger(VersionedLogger):
         os.replace(tmp, path)
 
 
-class CSVExperiment:
+class ExperimentWriter:
     """``CSVLogger.experiment``: the writer of one run folder, as Lightning's experiment writer."""
 
     def __init__(self, logger: CSVLogger) -> None:
