@@ -20,6 +20,7 @@ from ember.core.errors import (
     PluginConflictError,
     PluginError,
     UnknownPluginError,
+    UntrainedWeightsWarning,
     WorkerFailedError,
 )
 from ember.core.module import Module
@@ -42,6 +43,7 @@ __all__ = [
     "Trainer",
     "TrainerConfig",
     "UnknownPluginError",
+    "UntrainedWeightsWarning",
     "WorkerFailedError",
     "hookimpl",
     "hookspec",
