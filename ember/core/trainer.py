@@ -14,7 +14,7 @@ import pluggy
 import torch
 
 from ember.core import discovery, options, seed, tracing
-from ember.core.checkpoint import AUTO, Checkpointing, note_weights, weights_known
+from ember.core.checkpoint import Checkpointing
 from ember.core.config import TrainerConfig, make_config
 from ember.core.defaults import Defaults
 from ember.core.errors import ConfigurationError, PluginError
@@ -304,25 +304,18 @@ class Trainer(TrainerProperties):
 
     def validate(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
                  ckpt_path: str | None = None, verbose: bool = True, weights_only: bool = True) -> list[dict[str, float]]:
-        """Run one validation epoch; returns one dict of epoch metrics per loader.
-
-        ``ckpt_path``: a file, ``"best"``, ``"last"`` (of this Trainer's fit, else of the latest fit of the same run
-        name), ``"current"`` (the model's weights as they are), or None: the model's weights when a Trainer fit it
-        or it was loaded from a checkpoint in this process, else the best (or last) checkpoint of the latest fit
-        of the same run name, said aloud, else the model's weights with an ``UntrainedWeightsWarning``. The same
-        for ``test`` and ``predict``; docs/checkpoints.md.
-        """
+        """Run one validation epoch; returns one dict of epoch metrics per loader. ``ckpt_path`` (also of ``test``,
+        ``predict``): a file, "best", "last", "current" or None (docs/checkpoints.md, "Evaluation needs weights")."""
         return self._eval_entry("validate", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def test(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
              ckpt_path: str | None = None, verbose: bool = True, weights_only: bool = True) -> list[dict[str, float]]:
-        """Run one test epoch; returns one dict of epoch metrics per loader (``ckpt_path``: see :meth:`validate`)."""
+        """Run one test epoch; returns one dict of epoch metrics per loader."""
         return self._eval_entry("test", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def predict(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
                 return_predictions: bool = True, ckpt_path: str | None = None, weights_only: bool = True) -> Any:
-        """Run ``predict_step`` over the data; returns the outputs (a list per loader when several). ``ckpt_path``: see
-        :meth:`validate`."""
+        """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path=ckpt_path,
@@ -349,10 +342,7 @@ class Trainer(TrainerProperties):
     # -- one run -------------------------------------------------------------------------------------------
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
         model = check_run_inputs(fn, model, self.module, datamodule, loaders)
-        if fn == "fit":
-            note_weights(model, "fit")
-        elif options.get("ckpt_path") is None and not weights_known(model):
-            options["ckpt_path"] = AUTO  # never an untrained model silently: Checkpointing.resolve decides
+        options["ckpt_path"] = self.checkpointing.ckpt_path_for(fn, model, options.get("ckpt_path"))
         self.module, self.datamodule = model, datamodule
         self.state = TrainerState(fn=fn, status="running")
         self.interrupted = False
