@@ -17,7 +17,8 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ember.core.checkpoint_format import read
+import torch
+
 from ember.core.errors import ConfigurationError, UntrainedWeightsWarning
 
 log = logging.getLogger("ember")
@@ -73,8 +74,7 @@ def _checkpoint_files(folder: str) -> list[str]:
         names = os.listdir(folder)
     except (FileNotFoundError, NotADirectoryError):
         return []
-    return [os.path.join(folder, n) for n in names if n.endswith(".ckpt") and not n.startswith(".")
-            and os.path.isfile(os.path.join(folder, n))]
+    return [os.path.join(folder, n) for n in names if n.endswith(".ckpt") and not n.startswith(".")]
 
 
 def _is_last(path: str) -> bool:
@@ -197,20 +197,23 @@ class CheckpointPaths:
 
     def _recorded_best(self, folder: str, newest: str) -> str | None:
         """The best checkpoint the callback recorded in ``newest`` (its latest state), as a file in ``folder``."""
-        t = self.trainer
-        try:
-            checkpoint = read(t.plugin_manager, t, newest, True)
+        if not os.path.isfile(newest):  # a sharded checkpoint (a folder): no recorded best is looked up
+            return None
+        try:  # on process 0 alone: a plain, memory-mapped read of the small entries, never a collective one
+            checkpoint = torch.load(newest, map_location="cpu", weights_only=True, mmap=True)
         except Exception as exc:  # an unreadable file is reported when it is loaded, not here
             log.warning("could not read %s to find the best checkpoint of its run: %s", newest, exc)
             return None
         states = checkpoint.get("plugins", {}) if isinstance(checkpoint, Mapping) else {}
         for state in states.values() if isinstance(states, Mapping) else ():
-            if not isinstance(state, Mapping) or not state.get("best_model_path"):
+            best = state.get("best_model_path") if isinstance(state, Mapping) else None
+            if not best:
                 continue
-            if os.path.abspath(str(state.get("dirpath") or "")) not in (folder, os.path.abspath(folder)):
-                continue
-            best = str(state["best_model_path"])
-            for candidate in (best, os.path.join(folder, os.path.basename(best))):  # the folder may have moved
-                if os.path.isfile(candidate):
-                    return candidate
+            # the recorded file, or the file of that name in this folder (the folder may have moved); a callback
+            # that wrote elsewhere names no file here
+            here = os.path.join(folder, os.path.basename(str(best)))
+            if os.path.abspath(os.path.dirname(str(best))) == os.path.abspath(folder) and os.path.isfile(str(best)):
+                return str(best)
+            if os.path.isfile(here):
+                return here
         return None
