@@ -375,3 +375,29 @@ def test_logger_attributes_match_lightning(tmp_path, kind):
     assert [a for a in recorded["experiment_has"] if not hasattr(logger.experiment, a)] == []
     assert [m for m in recorded["methods"] if not callable(getattr(logger, m, None))] == []
     logger.finalize("success")
+
+
+@pytest.mark.slow  # W&B starts a service process
+@pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")  # inside MLflow's store
+def test_mlflow_and_wandb_loggers_have_the_same_surface(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    from ember.plugins.loggers.mlflow_logger import MLFlowLogger
+    from ember.plugins.loggers.wandb_logger import WandbLogger
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    mlflow_logger = MLFlowLogger(experiment_name="exp", save_dir=tmp_path)
+    wandb_logger = WandbLogger(project="proj", save_dir=tmp_path, offline=True)
+    trainer = fit(tmp_path, logger=[mlflow_logger, wandb_logger])
+    # Lightning's meanings: the experiment id and run id; the run folder under save_dir/name/version
+    assert mlflow_logger.name == mlflow_logger.experiment.get_experiment_by_name("exp").experiment_id
+    assert mlflow_logger.version == mlflow_logger.run_id and mlflow_logger.log_dir is None
+    assert trainer.log_dir == str(tmp_path)  # the first logger's save_dir
+    assert trainer.checkpoint_callback.dirpath == os.path.join(tmp_path, mlflow_logger.name, mlflow_logger.run_id,
+                                                               "checkpoints")
+    assert (wandb_logger.name, wandb_logger.log_dir) == ("proj", str(tmp_path))
+    for logger in (mlflow_logger, wandb_logger):
+        logger.save()
+        logger.finalize("success")
+    run = mlflow_logger.experiment.get_run(mlflow_logger.run_id)
+    assert run.info.status == "FINISHED"
