@@ -158,9 +158,10 @@ def test_evaluation_falls_back_to_the_last_checkpoint(tmp_path):
 def test_evaluation_of_weights_from_nowhere_warns(tmp_path, fn):
     trainer = ember.Trainer(default_root_dir=str(tmp_path), **QUIET)
     with pytest.warns(UntrainedWeightsWarning, match=rf"trainer\.{fn}\(\) evaluates the model's current weights.*"
-                                                     r"ckpt_path='path/to/file\.ckpt'"):
+                                                     r"run name 'ember_logs'.*ckpt_path='path/to/file\.ckpt'") as caught:
         getattr(trainer, fn)(Saved(), tiny_loaders()[1])
     assert trainer.ckpt_path is None
+    assert caught[0].filename == __file__  # the warning points at the caller's line
 
 
 def test_weights_from_a_fit_or_a_checkpoint_are_evaluated_as_they_are(tmp_path):

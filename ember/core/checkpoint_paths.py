@@ -77,6 +77,15 @@ def _checkpoint_files(folder: str) -> list[str]:
     return [os.path.join(folder, n) for n in names if n.endswith(".ckpt") and not n.startswith(".")]
 
 
+def _user_level() -> int:
+    """The ``stacklevel`` of a warning that names the caller's line outside ember (the ``trainer.test(...)`` call)."""
+    ember_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(ember_dir + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def _is_last(path: str) -> bool:
     return os.path.basename(path).startswith("last")
 
@@ -137,21 +146,32 @@ class CheckpointPaths:
         checkpoint, said aloud; else the module's own weights, with a warning."""
         t = self.trainer
         fn = t.state.fn
-        path = self._agreed(lambda: self._latest_run("best") or self._latest_run("last"))
-        if path is not None:
-            announce(t, f"trainer.{fn}() evaluates {path}, the checkpoint of the latest fit of this run name (no "
+        found = self._agreed(self._best_or_last)
+        name = getattr(t.logger, "name", None)
+        run = f"run name {name!r}" if isinstance(name, str) and name else "this run name"
+        if found is not None:
+            path, which = found
+            announce(t, f"trainer.{fn}() evaluates {path}, the {which} checkpoint of the latest fit of {run} (no "
                         f"ckpt_path was given); pass ckpt_path=PATH for another file, or ckpt_path='current' for the "
                         "model's weights as they are.")
             return path
         if t.is_global_zero:
             warnings.warn(f"trainer.{fn}() evaluates the model's current weights, which come from no fit and no "
                           f"checkpoint and may be untrained: no ckpt_path was given and no checkpoint of an earlier fit "
-                          f"of this run name was found (looked in {self._where()}). Pass ckpt_path='path/to/file.ckpt' "
+                          f"of {run} was found (looked in {self._where()}). Pass ckpt_path='path/to/file.ckpt' "
                           f"(or 'best'/'last' after a fit; --ckpt_path on the command line), or ckpt_path='current' "
-                          "to evaluate these weights on purpose.", UntrainedWeightsWarning, stacklevel=2)
+                          "to evaluate these weights on purpose.", UntrainedWeightsWarning, stacklevel=_user_level())
         return None
 
-    def _agreed(self, find: Callable[[], str | None]) -> str | None:
+    def _best_or_last(self) -> tuple[str, str] | None:
+        """(the file, "best" or "last") of the latest run of this run name, or None."""
+        for which in ("best", "last"):
+            path = self._latest_run(which)
+            if path is not None:
+                return path, which
+        return None
+
+    def _agreed(self, find: Callable[[], Any]) -> Any:
         """``find()`` on global rank 0, the same answer on every rank."""
         t = self.trainer
         if t.world_size > 1:
