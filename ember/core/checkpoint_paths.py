@@ -26,14 +26,17 @@ log = logging.getLogger("ember")
 
 def run_dir(trainer: Any) -> str | None:
     """The run's folder, ``<save_dir>/<name>/<version>`` of the first logger (``version_<n>`` for a number), where
-    the loggers write and ``ModelCheckpoint`` puts ``checkpoints/`` (Lightning's layout); None without a logger.
+    the loggers write and ``ModelCheckpoint`` puts ``checkpoints/`` (Lightning's layout); None without a logger
+    (or when the first has no ``version``).
     Reading a logger's version may create its run (MLflow, W&B): call it on global rank 0 and broadcast."""
     logger = trainer.logger
     if logger is None:
         return None
+    version = getattr(logger, "version", None)
+    if version is None:  # a logger that keeps no versions (a plugin with only the logging hooks): no run folder
+        return None
     save_dir = getattr(logger, "save_dir", None) or trainer.default_root_dir
     name = getattr(logger, "name", None)
-    version = getattr(logger, "version", None)
     version = version if isinstance(version, str) else f"version_{version}"
     return os.path.abspath(os.path.join(os.fspath(save_dir), "" if name is None else str(name), version))
 
