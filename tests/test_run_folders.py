@@ -69,6 +69,19 @@ def test_without_a_logger_checkpoints_go_to_the_root(tmp_path):
     assert names(tmp_path) == ["checkpoints"]
 
 
+def test_a_logger_without_versions_gives_no_run_folder(tmp_path):
+    class Printer:
+        role = "logger"
+
+        @ember.hookimpl
+        def log_metrics(self, metrics: dict, step: int) -> None:
+            pass
+
+    trainer = fit(tmp_path, logger=Printer())
+    assert trainer.checkpoint_callback.dirpath == str(tmp_path / "checkpoints")
+    assert trainer.log_dir == str(tmp_path)
+
+
 def test_the_logger_name_and_version_name_the_folder(tmp_path):
     trainer = fit(tmp_path, logger=CSVLogger(name="exp", version="lr-0.1"))
     assert trainer.checkpoint_callback.dirpath == str(tmp_path / "exp" / "lr-0.1" / "checkpoints")
