@@ -400,6 +400,8 @@ def test_mlflow_and_wandb_loggers_have_the_same_surface(tmp_path, monkeypatch):
     from ember.plugins.loggers.wandb_logger import WandbLogger
 
     monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     mlflow_logger = MLFlowLogger(experiment_name="exp", save_dir=tmp_path)
     wandb_logger = WandbLogger(project="proj", save_dir=tmp_path, offline=True)
     trainer = fit(tmp_path, logger=[mlflow_logger, wandb_logger])

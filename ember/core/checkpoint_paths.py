@@ -10,6 +10,7 @@ last) checkpoint, or warn (:class:`~ember.core.errors.UntrainedWeightsWarning`).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import sys
@@ -83,8 +84,9 @@ def _checkpoint_files(folder: str) -> list[str]:
 def _user_level() -> int:
     """The ``stacklevel`` of a warning that names the caller's line outside ember (the ``trainer.test(...)`` call)."""
     ember_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(ember_dir + os.sep):
+    frame, level = inspect.currentframe(), 0  # this function's frame; level 1 is the caller of warnings.warn
+    while frame is not None and frame.f_back is not None and \
+            os.path.abspath(frame.f_code.co_filename).startswith(ember_dir + os.sep):
         frame, level = frame.f_back, level + 1
     return level
 
