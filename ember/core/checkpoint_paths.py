@@ -118,8 +118,9 @@ class CheckpointPaths:
                 return max(existing, key=os.path.getmtime)
             path = self._agreed(lambda: self._latest_run("last"))
             if path is None:
-                log.warning("ckpt_path='last': no checkpoint at %s yet, nor in an earlier run of this run name; "
-                            "starting from the beginning", " or ".join(self.last_paths()))
+                log.warning("ckpt_path='last': no checkpoint at %s yet, nor in an earlier run of this run name; %s",
+                            " or ".join(self.last_paths()), "starting from the beginning"
+                            if self.trainer.state.fn == "fit" else "evaluating the model's current weights")
             return path
         if ckpt_path == "best":
             return self._best()
