@@ -138,6 +138,8 @@ def ember_run(workload: Workload, clock: Clock, defaults: bool, device: str = "c
         args = {"max_epochs": workload.epochs, "accelerator": device.split(":")[0], "default_root_dir": root}
         if not defaults:
             args.update(ember_off_args())
+        else:
+            args["logger"] = "csv"  # as the Lightning row, though TensorBoard is the default when installed
         args.update(trainer_args)
         trainer = ember.Trainer(**args)
         start = clock()

@@ -23,6 +23,7 @@ from ember.core.errors import (
     PluginError,
     UnknownArgumentError,
     UnknownPluginError,
+    UntrainedWeightsWarning,
     WorkerFailedError,
 )
 from ember.core.logging_api import log, log_dict
@@ -49,6 +50,7 @@ __all__ = [
     "TrainerConfig",
     "UnknownArgumentError",
     "UnknownPluginError",
+    "UntrainedWeightsWarning",
     "WorkerFailedError",
     "hookimpl",
     "hookspec",

@@ -1,4 +1,5 @@
-"""Drawing the logged metrics of a run (``metrics.csv`` of ``logger.csv``) to a PNG with matplotlib.
+"""Drawing the logged metrics of a run (``metrics.csv`` of ``logger.csv``, or the TensorBoard event files of
+``logger.tensorboard``) to a PNG with matplotlib.
 
 ``ember plot <run dir>`` and the demo use :func:`save_curves`: one panel for the losses (training and
 validation curves together), one for the learning rates (``lr-*`` from ``callback.lr-monitor``), one for every
@@ -16,8 +17,29 @@ from ember.core.errors import ConfigurationError
 Series = dict[str, tuple[list[float], list[float]]]
 
 
+_EVENTS = "events.out.tfevents"
+
+
+def _read_events(path: str) -> Series:
+    """``{metric: (steps, values)}`` from the TensorBoard event files of the folder holding ``path``."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(os.path.dirname(path), size_guidance={"scalars": 0})  # every file, every value
+    acc.Reload()
+    series: Series = {}
+    for tag in acc.Tags().get("scalars", []):
+        if tag in ("epoch", "hp_metric"):
+            continue
+        events = acc.Scalars(tag)
+        series[tag] = ([float(e.step) for e in events], [float(e.value) for e in events])
+    return series
+
+
 def read_metrics(metrics_csv: str | os.PathLike) -> Series:
-    """``{metric: (steps, values)}`` from a ``metrics.csv`` (empty cells skipped)."""
+    """``{metric: (steps, values)}`` from a ``metrics.csv`` (empty cells skipped), or from a TensorBoard event
+    file (with the other event files beside it)."""
+    if os.path.basename(os.fspath(metrics_csv)).startswith(_EVENTS):
+        return _read_events(os.fspath(metrics_csv))
     series: Series = {}
     with open(metrics_csv, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
@@ -73,23 +95,22 @@ def save_curves(metrics_csv: str | os.PathLike, png_path: str | os.PathLike) -> 
 
 
 def find_metrics(run: str | os.PathLike) -> str:
-    """The ``metrics.csv`` of a run: ``run`` itself, ``run/metrics.csv``, or the newest one below ``run``
-    (a logger's root holding ``version_N`` folders)."""
+    """The metrics of a run: ``run`` itself, ``run/metrics.csv`` or a TensorBoard event file in ``run``, or the
+    newest of these below ``run`` (a logger's root holding ``version_N`` folders)."""
     path = os.fspath(run)
     if os.path.isfile(path):
         return path
-    direct = os.path.join(path, "metrics.csv")
-    if os.path.isfile(direct):
-        return direct
-    found = glob.glob(os.path.join(glob.escape(path), "**", "metrics.csv"), recursive=True)
-    if not found:
-        raise ConfigurationError(f"no metrics.csv in {path!r}: pass a run directory written by the CSV logger "
-                                 "(e.g. lightning_logs/version_0) or the metrics.csv file itself.")
-    return max(found, key=os.path.getmtime)
+    root = glob.escape(path)
+    for pattern in ("metrics.csv", _EVENTS + "*", os.path.join("**", "metrics.csv"), os.path.join("**", _EVENTS + "*")):
+        found = glob.glob(os.path.join(root, pattern), recursive=True)
+        if found:
+            return max(found, key=os.path.getmtime)
+    raise ConfigurationError(f"no metrics.csv or TensorBoard event file in {path!r}: pass a run directory written by "
+                             "the CSV or TensorBoard logger (e.g. ember_logs/version_0) or the metrics file itself.")
 
 
 def plot_run(run: str | os.PathLike, output: str | os.PathLike | None = None) -> str | None:
-    """Draw a run's metrics; the PNG goes to ``output`` or to ``curves.png`` beside its ``metrics.csv``."""
+    """Draw a run's metrics; the PNG goes to ``output`` or to ``curves.png`` beside its metrics file."""
     metrics = find_metrics(run)
     target = output if output is not None else os.path.join(os.path.dirname(metrics), "curves.png")
     return save_curves(metrics, target)

@@ -41,8 +41,8 @@ class Scheduled(TinyClassifier):
 
 
 def test_lr_monitor_logs_the_lr_of_every_step(tmp_path):
-    trainer = ember.Trainer(max_epochs=1, log_every_n_steps=1, callbacks=["lr-monitor"], default_root_dir=tmp_path,
-                            **QUIET)
+    trainer = ember.Trainer(max_epochs=1, log_every_n_steps=1, callbacks=["lr-monitor"], logger="csv",
+                            default_root_dir=tmp_path, **QUIET)
     trainer.fit(Scheduled(), tiny_loaders(n=56)[0])  # 7 steps
     with open(trainer.logger.metrics_path, newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["lr-SGD/pg1"]]

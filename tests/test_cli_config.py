@@ -44,7 +44,7 @@ class Data:
 '''
 
 QUIET = ["--trainer.accelerator", "cpu", "--trainer.enable_progress_bar", "false",
-         "--trainer.enable_model_summary", "false"]
+         "--trainer.enable_model_summary", "false", "--trainer.logger", "csv"]
 
 
 @pytest.fixture(autouse=True)
@@ -73,6 +73,7 @@ def config_yaml(root) -> str:
           accelerator: cpu
           max_epochs: 2
           default_root_dir: {root / "runs"}
+          logger: csv
           log_every_n_steps: 2
           enable_progress_bar: false
           callbacks:

@@ -43,7 +43,7 @@ def read_rows(path: str) -> list[dict[str, str]]:
 
 def test_csv_rows_hold_each_value_at_its_step(tmp_path):
     train, val = tiny_loaders(n=40, batch_size=8)  # 5 batches per epoch
-    trainer = ember.Trainer(max_epochs=2, log_every_n_steps=2, default_root_dir=tmp_path, **QUIET)
+    trainer = ember.Trainer(max_epochs=2, log_every_n_steps=2, logger="csv", default_root_dir=tmp_path, **QUIET)
     trainer.fit(StepLogger(), train, val)
     path = os.path.join(tmp_path, "ember_logs", "version_0", "metrics.csv")
     assert trainer.logger.metrics_path == path
@@ -65,7 +65,7 @@ def test_only_values_logged_in_the_written_step_are_written(tmp_path):
             return super().training_step(batch, batch_idx)
 
     train, _ = tiny_loaders(n=48, batch_size=8)  # 6 batches
-    trainer = ember.Trainer(max_epochs=1, log_every_n_steps=1, default_root_dir=tmp_path, **QUIET)
+    trainer = ember.Trainer(max_epochs=1, log_every_n_steps=1, logger="csv", default_root_dir=tmp_path, **QUIET)
     trainer.fit(Sometimes(), train)
     rows = read_rows(trainer.logger.metrics_path)
     assert [(int(r["step"]), r["rare"]) for r in rows if r.get("rare")] == [(1, "0.0"), (4, "3.0")]
@@ -75,7 +75,7 @@ def test_only_values_logged_in_the_written_step_are_written(tmp_path):
 def test_versions_count_up_and_a_later_test_writes_beside_the_fit(tmp_path):
     train, val = tiny_loaders()
     for expected in ("version_0", "version_1"):
-        trainer = ember.Trainer(max_epochs=1, default_root_dir=tmp_path, **QUIET)
+        trainer = ember.Trainer(max_epochs=1, logger="csv", default_root_dir=tmp_path, **QUIET)
         trainer.fit(TinyClassifier(), train, val)
         assert os.path.basename(trainer.log_dir) == expected
     trainer.test(dataloaders=val, verbose=False)

@@ -131,4 +131,7 @@ def test_two_processes_with_the_default_settings(tmp_path: Path, strategy: str) 
         assert r["sanity_batches"] == 2  # the default sanity check ran its 2 batches
         assert {"train_loss", "val_loss", "val_acc"} <= set(r["metrics"])
     assert ranks[0]["best"] and Path(ranks[0]["best"]).exists()
-    assert any(Path(ranks[0]["log_dir"]).rglob("metrics.csv"))
+    # one run folder, the same on both ranks, holding the metrics and the checkpoints
+    assert ranks[0]["log_dir"] == ranks[1]["log_dir"] == str(tmp_path / "ember_logs" / "version_0")
+    assert ranks[0]["dirpath"] == ranks[1]["dirpath"] == str(tmp_path / "ember_logs" / "version_0" / "checkpoints")
+    assert any(Path(ranks[0]["log_dir"]).glob("events.out.tfevents*"))

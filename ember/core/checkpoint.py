@@ -36,9 +36,21 @@ from ember.core.checkpoint_format import (
     NotPlain,
     check_format,
     check_optimizer_state,
+    check_weights,
     make_plain,
+    note_weights,
     plain_hparams,
     read,
+    weights_known,
+)
+from ember.core.checkpoint_paths import (
+    AUTO,
+    CURRENT,
+    CheckpointPaths,
+    announce,
+    checkpoint_dirs,
+    default_checkpoint_dir,
+    run_dir,
 )
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.resumable_data import TrainData
@@ -56,6 +68,10 @@ SIGNAL_SYNC_EVERY = 8
 # ---------------------------------------------------------------------------------------------------------
 # The trainer's side
 # ---------------------------------------------------------------------------------------------------------
+
+
+__all__ = ["AUTO", "CURRENT", "Checkpointing", "announce", "default_checkpoint_dir", "is_checkpoint_callback",
+           "note_weights", "run_dir", "weights_known"]
 
 
 def is_checkpoint_callback(plugin: Any) -> bool:
@@ -192,7 +208,10 @@ class Checkpointing:
         t = self.trainer
         answers = t.hook.call("last_checkpoint_path", trainer=t)
         paths = list(dict.fromkeys(os.fspath(p) for p in answers if p))
-        return paths or [os.path.join(t.default_root_dir, "checkpoints", "last.ckpt")]
+        if paths:
+            return paths
+        dirs = checkpoint_dirs(t)
+        return [os.path.join(dirs[0] if dirs else default_checkpoint_dir(t), "last.ckpt")]
 
     def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
@@ -274,35 +293,30 @@ class Checkpointing:
                 t.plugin_manager.unregister(plugin)
 
     # -- reading and restoring -------------------------------------------------------------------------
+    def ckpt_path_for(self, fn: str, model: Any, ckpt_path: Any) -> Any:
+        """The ``ckpt_path`` a run of ``fn`` uses: as given, but :data:`AUTO` for an evaluation without one of a
+        model whose weights come from no fit and no checkpoint (never an untrained model silently)."""
+        if fn == "fit":
+            note_weights(model, "fit")
+        elif ckpt_path is None and not weights_known(model):
+            return AUTO
+        return ckpt_path
+
     def resolve(self, ckpt_path: Any) -> str | None:
-        """``"last"``, ``"best"`` or a path, as a file to read (None: ``"last"`` found nothing)."""
-        t = self.trainer
-        if ckpt_path == "last":
-            paths = self.last_paths()
-            existing = [p for p in paths if os.path.exists(p)]
-            if not existing:
-                log.warning("ckpt_path='last': no checkpoint at %s yet; starting from the beginning",
-                            " or ".join(paths))
-                return None
-            return max(existing, key=os.path.getmtime)
-        if ckpt_path == "best":
-            cb = t.checkpoint_callback
-            best = getattr(cb, "best_model_path", "") if cb is not None else ""
-            if not best:
-                raise ConfigurationError("ckpt_path='best' needs a checkpoint callback that has saved a best model "
-                                         "(ModelCheckpoint with monitor=...); none has.")
-            return best
-        if not isinstance(ckpt_path, (str, os.PathLike)):
-            raise ConfigurationError(f"ckpt_path={ckpt_path!r} is invalid: pass a file path, 'last' or 'best'.")
-        return os.fspath(ckpt_path)
+        """``"last"``, ``"best"``, ``AUTO``, ``"current"`` or a path, as a file to read (None: none to read); see
+        :class:`ember.core.checkpoint_paths.CheckpointPaths`."""
+        return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
         """``Loops.restore``: read the checkpoint and load the module's weights now; for a fit, keep the rest
         for :meth:`restore_training`, once the optimizers exist."""
         t = self.trainer
+        auto = ckpt_path == AUTO
         path = self.resolve(ckpt_path)
         if path is None:
             return
+        if ckpt_path in ("last", "best") and t.is_global_zero:
+            announce(t, f"ckpt_path={ckpt_path!r}: {'resuming from' if t.state.fn == 'fit' else 'loading'} {path}")
         checkpoint = check_format(read(t.plugin_manager, t, path, weights_only), path)
         fn = t.state.fn
         if fn == "fit" and checkpoint.get("kind") == "weights":
@@ -312,8 +326,14 @@ class Checkpointing:
         state = checkpoint.get("state_dict")
         if not isinstance(state, Mapping):
             raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
+        how = ("It was picked as the latest fit of this run name because no ckpt_path was given; pass "
+               "ckpt_path=PATH (or 'current' for the model's own weights)." if auto else
+               f"It was found for ckpt_path={ckpt_path!r}; pass another path, or another default_root_dir or logger "
+               "name for a new experiment." if ckpt_path in ("last", "best") else "")
+        check_weights(t.module, state, path, checkpoint, hint=how)
         t.module.load_state_dict(state)
         t.ckpt_path = path
+        note_weights(t.module, path)
         if fn == "fit":
             self._pending = checkpoint
             return

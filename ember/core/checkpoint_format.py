@@ -8,9 +8,11 @@ reads it without running code; :func:`make_plain` checks that before anything is
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -180,6 +182,77 @@ def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any
     return checkpoint
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Weights: where they came from, and whether a checkpoint's fit the module
+# ---------------------------------------------------------------------------------------------------------
+
+#: Where a module's weights came from (``"fit"`` or a checkpoint path) in this process.
+_weights_of: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def note_weights(module: Any, origin: str) -> None:
+    """Remember that ``module``'s weights come from ``origin`` (a fit, or a checkpoint file)."""
+    with contextlib.suppress(TypeError):  # a module that cannot be weakly referenced is simply not remembered
+        _weights_of[module] = origin
+
+
+def weights_known(module: Any) -> bool:
+    """True when ``module`` was fit by a Trainer or loaded from a checkpoint in this process."""
+    try:
+        return module in _weights_of
+    except TypeError:
+        return False
+
+
+def run_of(path: str) -> str:
+    """The run folder a checkpoint file belongs to: the folder above ``checkpoints/``, else the file's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    return os.path.dirname(folder) if os.path.basename(folder) == "checkpoints" else folder
+
+
+_SHOWN = 5  # mismatched names listed per kind
+
+
+def _listed(names: list[str]) -> str:
+    more = f", ... ({len(names) - _SHOWN} more)" if len(names) > _SHOWN else ""
+    return ", ".join(repr(n) for n in names[:_SHOWN]) + more
+
+
+def check_weights(module: Any, state: Mapping[str, Any], path: str, checkpoint: Mapping[str, Any] | None = None,
+                  strict: bool = True, hint: str = "") -> None:
+    """A CheckpointError, before anything is loaded, when ``state`` holds the weights of another model: names
+    missing or unexpected (with ``strict``) and shapes that differ, a few of each listed with their counts, and
+    the run the checkpoint comes from."""
+    own = module.state_dict()
+    shapes = []
+    for name, mine in own.items():
+        theirs = state.get(name)
+        if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and \
+                not torch.nn.parameter.is_lazy(mine) and mine.shape != theirs.shape:
+            shapes.append(f"{name!r}: {tuple(theirs.shape)} in the checkpoint, {tuple(mine.shape)} in the model")
+    missing = [n for n in own if n not in state] if strict else []
+    unexpected = [n for n in state if n not in own] if strict else []
+    if not (shapes or missing or unexpected):
+        return
+    parts = []
+    if shapes:
+        more = f"; ... ({len(shapes) - _SHOWN} more)" if len(shapes) > _SHOWN else ""
+        parts.append(f"{len(shapes)} with another shape ({'; '.join(shapes[:_SHOWN])}{more})")
+    if missing:
+        parts.append(f"{len(missing)} of the model's missing from the checkpoint ({_listed(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} in the checkpoint that the model lacks ({_listed(unexpected)})")
+    where = ""
+    if checkpoint is not None and "global_step" in checkpoint:
+        where = f", written at global step {checkpoint.get('global_step')}"
+    raise CheckpointError(
+        f"{path} holds the weights of another model than this {type(module).__name__}: of its "
+        f"{len(state)} entries, {', '.join(parts)}. The checkpoint comes from the run {run_of(path)}{where}. "
+        + (hint + " " if hint else "")
+        + "Load a checkpoint of this model, or build the model with the arguments it was trained with (the run "
+          "folder's hparams.yaml, where a logger wrote one).")
+
+
 def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool = True,
                 weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
     """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
@@ -199,7 +272,9 @@ def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, st
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
     on_load = getattr(module, "on_load_checkpoint", None)
+    check_weights(module, state, path, checkpoint, strict=strict)
     module.load_state_dict(state, strict=strict)
+    note_weights(module, path)
     if callable(on_load):
         on_load(checkpoint)
     if isinstance(map_location, (str, torch.device)):

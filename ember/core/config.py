@@ -219,7 +219,7 @@ def _logger(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if isinstance(item, bool) and isinstance(value, (list, tuple)):
             raise _fail("logger", value, "a list holds logger names or logger objects, not booleans")
         if item is not None and not isinstance(item, (bool, str)) and not callable(getattr(item, "log_metrics", None)):
-            raise _fail("logger", value, "expected True (the default CSV logger), False/None (no logger), a logger "
+            raise _fail("logger", value, "expected True (the default logger: TensorBoard when installed, else CSV), False/None (no logger), a logger "
                         "name such as 'csv' or 'tensorboard', a logger object with log_metrics(), or a list of these")
 
 

@@ -10,6 +10,16 @@ class EmberError(Exception):
     """Base class of ember's own errors."""
 
 
+class EmberWarning(UserWarning):
+    """A likely mistake that does not stop the run."""
+
+
+class UntrainedWeightsWarning(EmberWarning):
+    """``trainer.validate``/``test``/``predict`` evaluates a model whose weights come from no fit and no checkpoint
+    (possibly untrained): no ``ckpt_path`` was given and no checkpoint of an earlier fit of the same run name was
+    found. The message says how to pass one."""
+
+
 class ConfigurationError(EmberError, ValueError):
     """A Trainer argument, a module or a data source that cannot be used as given."""
 

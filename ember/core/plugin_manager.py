@@ -15,7 +15,7 @@ import pluggy
 
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
-from ember.core.errors import PluginError, suggest
+from ember.core.errors import EmberWarning, PluginError, suggest
 from ember.core.positional import is_base_hook, positional_argnames, positional_impl, same_call, style_of
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
@@ -39,10 +39,6 @@ NOT_CALLED = frozenset({"on_predict_model_train", "configure_sharded_model"})
 
 __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
            "implemented_hooks", "misspelled_hooks", "noop_fallback"]
-
-
-class EmberWarning(UserWarning):
-    """A likely mistake that does not stop the run."""
 
 
 class PluginManager(pluggy.PluginManager):

@@ -305,7 +305,8 @@ class Trainer(TrainerProperties):
 
     def validate(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
                  ckpt_path: str | None = None, verbose: bool = True, weights_only: bool = True) -> list[dict[str, float]]:
-        """Run one validation epoch; returns one dict of epoch metrics per loader."""
+        """Run one validation epoch; returns one dict of epoch metrics per loader. ``ckpt_path`` (also of ``test``,
+        ``predict``): a file, "best", "last", "current" or None (docs/checkpoints.md, "Evaluation needs weights")."""
         return self._eval_entry("validate", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def test(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
@@ -342,6 +343,7 @@ class Trainer(TrainerProperties):
     # -- one run -------------------------------------------------------------------------------------------
     def _run(self, fn: str, model: Any, datamodule: Any, loaders: dict[str, Any], **options: Any) -> Any:
         model = check_run_inputs(fn, model, self.module, datamodule, loaders)
+        options["ckpt_path"] = self.checkpointing.ckpt_path_for(fn, model, options.get("ckpt_path"))
         self.module, self.datamodule = model, datamodule
         self.state = TrainerState(fn=fn, stage=_FIRST_STAGE[fn], status="running")
         self.interrupted = False

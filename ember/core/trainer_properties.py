@@ -125,8 +125,10 @@ class TrainerProperties:
 
     @property
     def log_dir(self) -> str:
-        """Where the first logger writes (``<root>/<name>/version_<n>``), else ``default_root_dir``."""
-        log_dir = getattr(self.logger, "log_dir", None)
+        """The run folder: the first logger's ``log_dir`` (``<save_dir>/<name>/version_<n>``), else its ``save_dir``
+        (MLflow), else ``default_root_dir``."""
+        logger = self.logger
+        log_dir = getattr(logger, "log_dir", None) or getattr(logger, "save_dir", None)
         return os.fspath(log_dir) if log_dir else self.config.default_root_dir
 
     @property

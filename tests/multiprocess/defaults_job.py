@@ -35,6 +35,6 @@ if __name__ == "__main__":
     trainer.fit(TinyClassifier(), train, val)
     info = {"global_step": trainer.global_step, "sanity_batches": counts.sanity_batches,
             "metrics": sorted(trainer.callback_metrics), "best": trainer.checkpoint_callback.best_model_path,
-            "log_dir": trainer.log_dir}
+            "log_dir": trainer.log_dir, "dirpath": trainer.checkpoint_callback.dirpath}
     with open(os.path.join(out, f"rank{trainer.global_rank}.json"), "w") as f:
         json.dump(info, f)

@@ -60,10 +60,11 @@ def last_checkpoint_path(trainer: TrainerLike) -> str | None:
     """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback).
 
     Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` (after
-    ``setup``; the newest existing answer is read), whenever requested checkpoints are written (the answered
-    files are written after the others), and when a fit stops on a signal (the checkpoint is written to every
-    answered path). Every implementation answers; with no answer, core uses
-    ``<default_root_dir>/checkpoints/last.ckpt``.
+    ``setup``; the newest existing answer is read; when none exists, core looks in the earlier runs of the same
+    run name), whenever requested checkpoints are written (the answered files are written after the others), and
+    when a fit stops on a signal (the checkpoint is written to every answered path). Every implementation
+    answers; with no answer, core uses ``last.ckpt`` in the first checkpoint callback's folder, else
+    ``<run folder>/checkpoints/last.ckpt`` (``<default_root_dir>/checkpoints`` without a logger).
 
     :ranks: every rank
     :wrap: yes

@@ -1,6 +1,8 @@
 """``callback.model-checkpoint``: save checkpoints while fitting; keep the best by a metric, and ``last.ckpt``.
 
-Lightning's ``ModelCheckpoint`` arguments and behaviour, with two differences (docs/checkpoints.md):
+Lightning's ``ModelCheckpoint`` arguments and behaviour: by default the files go to the run's folder,
+``<save_dir>/<name>/version_<n>/checkpoints`` of the first logger (``<default_root_dir>/checkpoints`` without a
+logger). Two differences (docs/checkpoints.md):
 ``save_last`` defaults to True, so ``trainer.fit(..., ckpt_path="last")`` always finds the newest state, and
 ``last.ckpt`` is overwritten in place rather than versioned (``last-v1.ckpt``). Every file is written
 atomically by the checkpoint-storage plugin, and a file that leaves the top k is removed only after its
@@ -31,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ember.core.checkpoint import default_checkpoint_dir
 from ember.core.errors import ConfigurationError
 from ember.core.options import boolean
 from ember.hookspecs import hookimpl
@@ -53,7 +56,8 @@ def _optional_count(name: str, value: Any) -> int | None:
 class ModelCheckpoint:
     """Save checkpoints during ``fit`` (see the module docstring; arguments as Lightning's).
 
-    :param dirpath: the directory; default ``<default_root_dir>/checkpoints``.
+    :param dirpath: the directory; default the run's folder: ``<save_dir>/<name>/version_<n>/checkpoints`` of the
+        first logger, ``<default_root_dir>/checkpoints`` without a logger.
     :param filename: a template such as ``"{epoch}-{val_loss:.2f}"``; fields are ``epoch``, ``step`` and any
         logged metric. Default ``"{epoch}-{step}"``.
     :param monitor: the logged metric that ranks checkpoints; None keeps the newest.
@@ -161,8 +165,8 @@ class ModelCheckpoint:
     def setup(self, trainer: Any, stage: str) -> None:
         if stage == "fit":
             self._last_time_checked = None  # set by on_train_start, or by a resume before it
-        if not self._dirpath_given:
-            self.dirpath = os.path.join(os.path.abspath(trainer.default_root_dir), "checkpoints")
+        if not self._dirpath_given:  # read on process 0 only: a logger's version may create its run there
+            self.dirpath = default_checkpoint_dir(trainer) if trainer.is_global_zero else None
         if trainer.world_size > 1:  # every process writes where process 0 does
             self.dirpath = trainer.broadcast(self.dirpath)
 
@@ -234,8 +238,12 @@ class ModelCheckpoint:
         if since is not None:
             self._last_time_checked = time.monotonic() - since
         if state.get("dirpath") != self.dirpath:
-            log.warning("ModelCheckpoint: the checkpoint directory changed from %s to %s; only best_model_path is "
-                        "restored, the ranking starts afresh", state.get("dirpath"), self.dirpath)
+            # A resumed fit writes into its own run folder (a new version, as in Lightning): expected, so said at
+            # INFO level; any other change of folder is worth a warning.
+            old, new = state.get("dirpath"), self.dirpath
+            level = logging.INFO if old and new and _sibling_runs(old, new) else logging.WARNING
+            log.log(level, "ModelCheckpoint: the checkpoint directory changed from %s to %s; only best_model_path is "
+                    "restored, the ranking starts afresh", old, new)
             self.best_model_path = state.get("best_model_path", "")
             return
         self.best_model_score = state.get("best_model_score")
@@ -409,6 +417,12 @@ class ModelCheckpoint:
         found = [os.path.join(self.dirpath, f) for f in os.listdir(self.dirpath)
                  if pattern.match(f) and not f.startswith(".")]
         return max(found, key=os.path.getmtime) if found else None
+
+
+def _sibling_runs(old: str, new: str) -> bool:
+    """``.../<name>/<run a>/checkpoints`` and ``.../<name>/<run b>/checkpoints``: two runs of one name."""
+    old_run, new_run = os.path.dirname(os.path.abspath(old)), os.path.dirname(os.path.abspath(new))
+    return os.path.basename(old) == os.path.basename(new) and os.path.dirname(old_run) == os.path.dirname(new_run)
 
 
 def _number(value: Any) -> float:

@@ -1,12 +1,15 @@
 """Loggers: plugins of the ``logger`` role. Several may be active at once; each implements the
 ``log_metrics`` and ``log_hyperparams`` hooks, which core calls on global rank 0 only.
 
-This module holds what the built-in loggers share: the ``<save_dir>/<name>/version_<n>`` layout and the
-``hparams.yaml`` file.
+Every built-in logger has Lightning's logger surface: ``name``, ``version``, ``save_dir``, ``log_dir``,
+``experiment``, ``log_hyperparams(params)``, ``log_metrics(metrics, step)``, ``save()`` and
+``finalize(status)``. This module holds what the built-in loggers share: the ``<save_dir>/<name>/version_<n>``
+layout (the run folder, where ``ModelCheckpoint`` also puts its ``checkpoints/``) and the ``hparams.yaml`` file.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Mapping
@@ -23,6 +26,11 @@ def next_version(root: str) -> int:
         return 0
     taken = [int(m.group(1)) for n in names if (m := _VERSION.match(n)) and os.path.isdir(os.path.join(root, n))]
     return max(taken) + 1 if taken else 0
+
+
+def tensorboard_available() -> bool:
+    """Whether the ``tensorboard`` package is installed (found without importing it)."""
+    return importlib.util.find_spec("tensorboard") is not None
 
 
 def plain(value: Any) -> Any:
@@ -54,7 +62,8 @@ class VersionedLogger:
 
     ``save_dir`` defaults to the Trainer's ``default_root_dir``; ``version`` defaults to the next free number,
     fixed at the logger's first run (``setup``), so every logger of one Trainer with the same ``name`` shares
-    one folder and a later ``test()`` writes next to the ``fit()`` that preceded it.
+    one folder and a later ``test()`` writes next to the ``fit()`` that preceded it. A new Trainer (a resumed
+    fit included) starts the next version, as in Lightning.
     """
 
     role = "logger"
@@ -64,6 +73,8 @@ class VersionedLogger:
         self._save_dir = os.fspath(save_dir) if save_dir is not None else None
         self._name = name or ""
         self._version = version
+        self._version_given = version is not None
+        self._attached = False
         self.prefix = prefix
 
     @property
@@ -92,12 +103,17 @@ class VersionedLogger:
         return os.path.join(self.root_dir, version if isinstance(version, str) else f"version_{version}")
 
     def _attach(self, trainer: Any) -> None:
-        """Take the Trainer's root folder as ``save_dir`` if none was given, and fix the version on every rank."""
+        """Take the Trainer's root folder as ``save_dir`` if none was given, and fix the version on every rank
+        (process 0's: the next free number there), once."""
         if self._save_dir is None:
             self._save_dir = trainer.default_root_dir
-        if self._version is None:
-            version = self.version if trainer.is_global_zero else None
-            self._version = trainer.broadcast(version) if trainer.world_size > 1 else version
+        if self._attached:
+            return
+        self._attached = True
+        if not self._version_given and trainer.world_size > 1:
+            self._version = trainer.broadcast(self.version if trainer.is_global_zero else None)
+        else:
+            self.version  # noqa: B018  (fixes the next free number now, before anything is written)
 
     def _key(self, name: str) -> str:
         return f"{self.prefix}-{name}" if self.prefix else name

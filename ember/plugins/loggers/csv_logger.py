@@ -1,6 +1,6 @@
 """``logger.csv``: metrics to ``<save_dir>/<name>/version_<n>/metrics.csv``, hyperparameters to
-``hparams.yaml`` beside it. The default logger (``Trainer(logger=True)``); needs nothing beyond the standard
-library and PyYAML."""
+``hparams.yaml`` beside it. The default logger (``Trainer(logger=True)``) when the ``tensorboard`` package is not
+installed; needs nothing beyond the standard library and PyYAML."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ember.hookspecs import hookimpl
-from ember.plugins.loggers import VersionedLogger, save_hparams
+from ember.plugins.loggers import VersionedLogger, save_hparams, tensorboard_available
 
 _FIRST = ("epoch", "step")
 
@@ -27,7 +27,8 @@ class CSVLogger(VersionedLogger):
     @staticmethod
     @hookimpl
     def add_options(options: Any) -> None:
-        options.default_of("logger")  # Trainer(logger=True)
+        if not tensorboard_available():  # else logger.tensorboard is Trainer(logger=True)'s logger, as in Lightning
+            options.default_of("logger")
     metrics_file = "metrics.csv"
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str = "ember_logs",
@@ -44,8 +45,14 @@ class CSVLogger(VersionedLogger):
     def metrics_path(self) -> str:
         return os.path.join(self.log_dir, self.metrics_file)
 
+    @property
+    def experiment(self) -> ExperimentWriter:
+        """The experiment writer (Lightning's ``CSVLogger.experiment``): ``log_metrics``, ``log_hparams``,
+        ``save`` and ``metrics_file_path``, writing through this logger."""
+        return ExperimentWriter(self)
+
     # -- hooks ---------------------------------------------------------------------------------------------
-    @hookimpl
+    @hookimpl(tryfirst=True)  # the version is fixed before any callback asks for the run folder
     def setup(self, trainer: Any) -> None:
         self._attach(trainer)
 
@@ -72,6 +79,10 @@ class CSVLogger(VersionedLogger):
 
     @hookimpl
     def on_exception(self) -> None:
+        self.save()
+
+    def finalize(self, status: str = "success") -> None:
+        """Write what is buffered (Lightning's ``finalize``; the file is complete whatever ``status``)."""
         self.save()
 
     # -- writing -------------------------------------------------------------------------------------------
@@ -107,3 +118,27 @@ class CSVLogger(VersionedLogger):
             writer.writeheader()
             writer.writerows(rows)
         os.replace(tmp, path)
+
+
+class ExperimentWriter:
+    """``CSVLogger.experiment``: the writer of one run folder, as Lightning's experiment writer."""
+
+    def __init__(self, logger: CSVLogger) -> None:
+        self._logger = logger
+
+    @property
+    def log_dir(self) -> str:
+        return self._logger.log_dir
+
+    @property
+    def metrics_file_path(self) -> str:
+        return self._logger.metrics_path
+
+    def log_metrics(self, metrics_dict: dict[str, Any], step: int) -> None:
+        self._logger.log_metrics(metrics_dict, step)
+
+    def log_hparams(self, params: dict[str, Any]) -> None:
+        self._logger.log_hyperparams(params)
+
+    def save(self) -> None:
+        self._logger.save()

@@ -20,6 +20,8 @@ from ember.plugins.loggers import plain
 
 #: The trainer's run status -> MLflow's run status.
 _STATUS = {"failed": "FAILED", "interrupted": "KILLED"}
+#: Lightning's ``finalize(status)`` values -> MLflow's.
+_LIGHTNING_STATUS = {"success": "FINISHED", "finished": "FINISHED", "failed": "FAILED"}
 #: MLflow refuses longer parameter values.
 _PARAM_LIMIT = 6000
 
@@ -78,7 +80,15 @@ class MLFlowLogger:
 
     @property
     def name(self) -> str:
-        return self.experiment_name
+        """The experiment id (Lightning's ``MLFlowLogger.name``; the experiment is created on first use)."""
+        self.experiment  # noqa: B018  (creates the experiment and the run)
+        assert self._experiment_id is not None
+        return str(self._experiment_id)
+
+    @property
+    def log_dir(self) -> None:
+        """None: MLflow keeps a run in its tracking store, not in a folder of its own (as in Lightning)."""
+        return None
 
     @property
     def experiment(self) -> Any:
@@ -89,11 +99,14 @@ class MLFlowLogger:
             if self.tracking_uri.startswith("sqlite:///"):
                 os.makedirs(os.path.dirname(self.tracking_uri[len("sqlite:///"):]) or ".", exist_ok=True)
             self._client = MlflowClient(tracking_uri=self.tracking_uri)
-        if self._run_id is None:
+        if self._experiment_id is None:
             self._run_id = self._create_run(self._client)
         return self._client
 
     def _create_run(self, client: Any) -> str:
+        if self._run_id is not None:  # a run given by id: its experiment
+            self._experiment_id = client.get_run(self._run_id).info.experiment_id
+            return self._run_id
         found = client.get_experiment_by_name(self.experiment_name)
         if found is not None:
             self._experiment_id = found.experiment_id
@@ -116,7 +129,7 @@ class MLFlowLogger:
         return self.run_id
 
     # -- hooks -------------------------------------------------------------------------------------------
-    @hookimpl
+    @hookimpl(tryfirst=True)  # save_dir is known before any callback asks for the run folder
     def setup(self, trainer: Any) -> None:
         if self._save_dir is None:
             self._save_dir = trainer.default_root_dir
@@ -147,8 +160,13 @@ class MLFlowLogger:
     def on_exception(self, trainer: Any) -> None:
         self.finalize("KILLED" if trainer.state.get("status") == "interrupted" else "FAILED")
 
-    def finalize(self, status: str = "FINISHED") -> None:
-        """Mark the run ended with ``status`` (``FINISHED``, ``FAILED``, ``KILLED``)."""
+    def save(self) -> None:
+        """Nothing to do: every call above is written to the store at once."""
+
+    def finalize(self, status: str = "success") -> None:
+        """Mark the run ended with ``status``: Lightning's ``"success"``/``"finished"``/``"failed"`` or MLflow's
+        ``FINISHED``, ``FAILED``, ``KILLED``."""
+        status = _LIGHTNING_STATUS.get(status, status)
         if self._client is not None and self._run_id is not None:
             self._client.set_terminated(self._run_id, status)
 

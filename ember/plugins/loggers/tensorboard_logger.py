@@ -1,6 +1,7 @@
 """``logger.tensorboard``: scalars and hyperparameters as TensorBoard event files in
 ``<save_dir>/<name>/version_<n>/`` (with ``hparams.yaml`` beside them). Needs the ``tensorboard`` package:
-``pip install 'ember[tensorboard]'``."""
+``pip install 'ember[tensorboard]'``. When it is installed, this is the default logger (``Trainer(logger=True)``),
+as in Lightning; ``logger.csv`` otherwise."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
-from ember.plugins.loggers import VersionedLogger, plain, save_hparams
+from ember.plugins.loggers import VersionedLogger, plain, save_hparams, tensorboard_available
 
 
 class TensorBoardLogger(VersionedLogger):
@@ -18,6 +19,12 @@ class TensorBoardLogger(VersionedLogger):
     hyperparameters (Lightning's ``hp_metric``); None writes the hyperparameters without one."""
 
     identity = "logger.tensorboard"
+
+    @staticmethod
+    @hookimpl
+    def add_options(options: Any) -> None:
+        if tensorboard_available():  # Trainer(logger=True), as Lightning's default logger
+            options.default_of("logger")
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str = "ember_logs",
                  version: int | str | None = None, prefix: str = "", hp_metric: str | None = "hp_metric",
@@ -47,7 +54,7 @@ class TensorBoardLogger(VersionedLogger):
         return self._writer
 
     # -- hooks ---------------------------------------------------------------------------------------------
-    @hookimpl
+    @hookimpl(tryfirst=True)  # the version is fixed before any callback asks for the run folder
     def setup(self, trainer: Any) -> None:
         self._attach(trainer)
 
@@ -77,8 +84,14 @@ class TensorBoardLogger(VersionedLogger):
     def on_exception(self) -> None:
         self.finalize()
 
-    def finalize(self) -> None:
-        """Flush and close the writer; the next write opens a new event file in the same folder."""
+    def save(self) -> None:
+        """Write what the writer buffers to the event file."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def finalize(self, status: str = "success") -> None:
+        """Flush and close the writer (Lightning's ``finalize``); the next write opens a new event file in the
+        same folder."""
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()

@@ -64,8 +64,14 @@ class WandbLogger:
         return self._save_dir if self._save_dir is not None else os.getcwd()
 
     @property
-    def name(self) -> str | None:
-        return self._name
+    def name(self) -> str:
+        """The W&B project (Lightning's ``WandbLogger.name``; the run's display name is ``experiment.name``)."""
+        return self.project
+
+    @property
+    def log_dir(self) -> str:
+        """``save_dir``: W&B keeps each run in ``<save_dir>/wandb/``."""
+        return self.save_dir
 
     @property
     def version(self) -> str | None:
@@ -90,7 +96,7 @@ class WandbLogger:
         return self._run
 
     # -- hooks -------------------------------------------------------------------------------------------
-    @hookimpl
+    @hookimpl(tryfirst=True)  # save_dir is known before any callback asks for the run folder
     def setup(self, trainer: Any) -> None:
         if self._save_dir is None:
             self._save_dir = trainer.default_root_dir
@@ -106,14 +112,19 @@ class WandbLogger:
 
     @hookimpl
     def teardown(self, trainer: Any) -> None:
-        self.finalize(1 if trainer.state.get("status") in ("failed", "interrupted") else 0)
+        self.finalize("failed" if trainer.state.get("status") in ("failed", "interrupted") else "success")
 
     @hookimpl
     def on_exception(self) -> None:
-        self.finalize(1)
+        self.finalize("failed")
 
-    def finalize(self, exit_code: int = 0) -> None:
-        """End the W&B run (flushes everything to ``<save_dir>/wandb``)."""
+    def save(self) -> None:
+        """Nothing to do: W&B writes in the background; :meth:`finalize` flushes."""
+
+    def finalize(self, status: str | int = "success") -> None:
+        """End the W&B run (flushes everything to ``<save_dir>/wandb``): exit code 0 for ``"success"`` or
+        ``"finished"``, 1 for anything else (an int is used as the exit code)."""
+        exit_code = status if isinstance(status, int) else int(status not in ("success", "finished"))
         if self._run is not None:
             self._run.finish(exit_code=exit_code)
             self._run = None
