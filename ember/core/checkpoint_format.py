@@ -44,6 +44,19 @@ class NotPlain(Exception):
 def make_plain(obj: Any, where: str = "checkpoint") -> Any:
     """``obj`` with NumPy scalars turned into Python numbers (same values), or NotPlain naming the first value a
     weights-only load could not rebuild. Containers are copied only where something changed."""
+    try:
+        return _plain(obj)
+    except _Misplaced as exc:  # the path is spelled only when there is an error to report
+        raise NotPlain(where + "".join(f"[{key!r}]" for key in reversed(exc.path)) + f" ({exc.what})") from None
+
+
+class _Misplaced(Exception):
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.path: list[Any] = []  # keys and indices, innermost first
+
+
+def _plain(obj: Any) -> Any:
     kind = type(obj)
     if kind in _SCALARS or isinstance(obj, _TORCH_ATOMS):
         return obj
@@ -54,8 +67,12 @@ def make_plain(obj: Any, where: str = "checkpoint") -> Any:
         changed = False
         for key, value in obj.items():
             if type(key) not in _SCALARS:
-                raise NotPlain(f"{where} (the key {key!r}, a {type(key).__name__})")
-            new = make_plain(value, f"{where}[{key!r}]")
+                raise _Misplaced(f"the key {key!r}, a {type(key).__name__}")
+            try:
+                new = _plain(value)
+            except _Misplaced as exc:
+                exc.path.append(key)
+                raise
             changed = changed or new is not value
             items[key] = new
         if not changed:
@@ -65,11 +82,17 @@ def make_plain(obj: Any, where: str = "checkpoint") -> Any:
             copy.__dict__.update(vars(obj))  # a state_dict's _metadata
         return copy
     if kind in _SEQUENCES:
-        values = [make_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        values = []
+        for i, v in enumerate(obj):
+            try:
+                values.append(_plain(v))
+            except _Misplaced as exc:
+                exc.path.append(i)
+                raise
         if all(new is old for new, old in zip(values, obj, strict=True)):
             return obj
         return values if kind is list else kind(values)
-    raise NotPlain(f"{where} (a {kind.__module__}.{kind.__qualname__})")
+    raise _Misplaced(f"a {kind.__module__}.{kind.__qualname__}")
 
 
 def _plain_value(value: Any) -> tuple[bool, Any]:

@@ -49,3 +49,10 @@ class TQDMProgressBar(ProgressBar):
 
     def _close(self, kind: str, bar: Any) -> None:
         bar.close()
+
+    def _render_and_close(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
+        # tqdm draws a bar that stays (leave=True) once more when it closes: set the count and the postfix
+        # without drawing, and let close() draw them (a bar that goes is erased, drawn or not)
+        bar.set_postfix({k: _fmt(v) for k, v in postfix.items()}, refresh=False)
+        bar.n = n
+        bar.close()
