@@ -36,8 +36,10 @@ class TQDMProgressBar(ProgressBar):
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
         from tqdm.auto import tqdm
 
+        # A bar that is erased when it ends (validation within a fit, the sanity check) is first drawn after
+        # min_interval: one that ends sooner would only flash, and drawing and erasing it costs every epoch.
         return tqdm(total=total, desc=description, leave=leave, file=self.file, dynamic_ncols=True,
-                    mininterval=0.0, miniters=1, smoothing=0.0,
+                    mininterval=0.0, miniters=1, smoothing=0.0, delay=0.0 if leave else self.min_interval,
                     unit="it", disable=False)
 
     def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
