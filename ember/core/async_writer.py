@@ -65,12 +65,15 @@ class SnapshotBuffers:
         self._buffers.clear()
 
 
-def snapshot(obj: Any, buffers: SnapshotBuffers) -> Any:
+def snapshot(obj: Any, buffers: SnapshotBuffers, walk: Callable[[Any, Callable[[torch.Tensor], Any]], Any] | None = None
+             ) -> Any:
     """A copy of the plain checkpoint ``obj`` that shares no tensor or container with it. Device-to-host copies
-    are issued asynchronously and awaited once at the end."""
-    walk = _Snapshot(buffers)
-    copy = walk.copy(obj)
-    for device in walk.synced:
+    are issued asynchronously and awaited once at the end. ``walk(obj, tensor)``: a walk that copies every
+    container and replaces each tensor with ``tensor(it)`` (a check of the content can copy in the same pass);
+    by default, a plain copy of dicts, lists and tuples."""
+    copier = _Snapshot(buffers)
+    copy = (walk or copier.copy_containers)(obj, copier.tensor)
+    for device in copier.synced:
         if device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()
         elif device.type != "cpu":
@@ -79,8 +82,8 @@ def snapshot(obj: Any, buffers: SnapshotBuffers) -> Any:
 
 
 class _Snapshot:
-    """One walk over a checkpoint: the same tensor twice stays one tensor (``memo``); ``synced``: the devices
-    copied from, to wait for."""
+    """One snapshot's copies: the same tensor twice stays one tensor (``memo``); ``synced``: the devices copied
+    from, to wait for; a tensor's buffer is found by its position in the walk."""
 
     __slots__ = ("buffers", "memo", "synced", "position")
 
@@ -90,26 +93,27 @@ class _Snapshot:
         self.synced: set[torch.device] = set()
         self.position = 0
 
-    def copy(self, obj: Any) -> Any:
+    def tensor(self, obj: torch.Tensor) -> torch.Tensor:
+        copied = self.memo.get(id(obj))
+        if copied is not None:
+            return copied
+        if obj.device.type != "cpu":
+            self.synced.add(obj.device)
+        self.memo[id(obj)] = copied = self.buffers.host_copy(self.position, obj)
+        self.position += 1
+        return copied
+
+    def copy_containers(self, obj: Any, tensor: Callable[[torch.Tensor], Any]) -> Any:
         kind = type(obj)
         if kind in (dict, OrderedDict):
-            copy = self.copy
-            out = kind([(k, copy(v)) for k, v in obj.items()])
+            out = kind([(k, self.copy_containers(v, tensor)) for k, v in obj.items()])
             if kind is OrderedDict:
                 out.__dict__.update(vars(obj))  # a state_dict's _metadata
             return out
         if kind in (list, tuple):
-            copy = self.copy
-            return kind([copy(v) for v in obj])
+            return kind([self.copy_containers(v, tensor) for v in obj])
         if isinstance(obj, torch.Tensor):
-            copied = self.memo.get(id(obj))
-            if copied is not None:
-                return copied
-            if obj.device.type != "cpu":
-                self.synced.add(obj.device)
-            self.memo[id(obj)] = copied = self.buffers.host_copy(self.position, obj)
-            self.position += 1
-            return copied
+            return tensor(obj)
         return obj  # scalars, strings, dtypes, devices, sizes, sets of scalars: immutable
 
 
