@@ -212,6 +212,15 @@ def test_link_falls_back_to_a_copy_of_the_bytes(tmp_path: Path, monkeypatch: pyt
     assert sorted(os.listdir(tmp_path)) == ["a.ckpt", "copy.ckpt", "hard.ckpt"]  # no temporary left
 
 
+def test_linking_the_same_source_again_leaves_no_temporary(tmp_path: Path) -> None:
+    source = tmp_path / "a.ckpt"
+    torch_file.atomic_save({"x": torch.arange(5)}, str(source))
+    for _ in range(3):  # the second and third find last.ckpt already a link to a.ckpt
+        atomic_link(str(source), str(tmp_path / "last.ckpt"))
+    assert os.path.samefile(source, tmp_path / "last.ckpt")
+    assert sorted(os.listdir(tmp_path)) == ["a.ckpt", "last.ckpt"]
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:

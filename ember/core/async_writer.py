@@ -40,12 +40,14 @@ _WRITERS: weakref.WeakSet[BackgroundWriter] = weakref.WeakSet()
 
 
 class SnapshotBuffers:
-    """Host buffers reused from one snapshot to the next (pinned ones are slow to allocate)."""
+    """Host buffers reused from one snapshot to the next (pinned ones are slow to allocate). A buffer is found
+    by the tensor's place in the checkpoint (its position in the walk): checkpoints of one fit have the same
+    structure, so the same tensor gets the same buffer; a shape or dtype that differs gets a new one."""
 
     def __init__(self) -> None:
-        self._buffers: dict[str, torch.Tensor] = {}
+        self._buffers: dict[Any, torch.Tensor] = {}
 
-    def host_copy(self, key: str, tensor: torch.Tensor) -> torch.Tensor:
+    def host_copy(self, key: Any, tensor: torch.Tensor) -> torch.Tensor:
         """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator."""
         tensor = tensor.detach()
         on_device = tensor.device.type != "cpu"
@@ -63,13 +65,15 @@ class SnapshotBuffers:
         self._buffers.clear()
 
 
-def snapshot(obj: Any, buffers: SnapshotBuffers) -> Any:
+def snapshot(obj: Any, buffers: SnapshotBuffers, walk: Callable[[Any, Callable[[torch.Tensor], Any]], Any] | None = None
+             ) -> Any:
     """A copy of the plain checkpoint ``obj`` that shares no tensor or container with it. Device-to-host copies
-    are issued asynchronously and awaited once at the end."""
-    synced: set[torch.device] = set()
-    memo: dict[int, torch.Tensor] = {}
-    copy = _copy(obj, buffers, "", memo, synced)
-    for device in synced:
+    are issued asynchronously and awaited once at the end. ``walk(obj, tensor)``: a walk that copies every
+    container and replaces each tensor with ``tensor(it)`` (a check of the content can copy in the same pass);
+    by default, a plain copy of dicts, lists and tuples."""
+    copier = _Snapshot(buffers)
+    copy = (walk or copier.copy_containers)(obj, copier.tensor)
+    for device in copier.synced:
         if device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()
         elif device.type != "cpu":
@@ -77,23 +81,40 @@ def snapshot(obj: Any, buffers: SnapshotBuffers) -> Any:
     return copy
 
 
-def _copy(obj: Any, buffers: SnapshotBuffers, key: str, memo: dict[int, torch.Tensor], synced: set) -> Any:
-    if isinstance(obj, torch.Tensor):
-        if id(obj) in memo:  # the same tensor twice stays one tensor
-            return memo[id(obj)]
+class _Snapshot:
+    """One snapshot's copies: the same tensor twice stays one tensor (``memo``); ``synced``: the devices copied
+    from, to wait for; a tensor's buffer is found by its position in the walk."""
+
+    __slots__ = ("buffers", "memo", "synced", "position")
+
+    def __init__(self, buffers: SnapshotBuffers) -> None:
+        self.buffers = buffers
+        self.memo: dict[int, torch.Tensor] = {}
+        self.synced: set[torch.device] = set()
+        self.position = 0
+
+    def tensor(self, obj: torch.Tensor) -> torch.Tensor:
+        copied = self.memo.get(id(obj))
+        if copied is not None:
+            return copied
         if obj.device.type != "cpu":
-            synced.add(obj.device)
-        memo[id(obj)] = copied = buffers.host_copy(key, obj)
+            self.synced.add(obj.device)
+        self.memo[id(obj)] = copied = self.buffers.host_copy(self.position, obj)
+        self.position += 1
         return copied
-    kind = type(obj)
-    if kind in (dict, OrderedDict):
-        out = kind((k, _copy(v, buffers, f"{key}/{k}", memo, synced)) for k, v in obj.items())
-        if kind is OrderedDict:
-            out.__dict__.update(vars(obj))  # a state_dict's _metadata
-        return out
-    if kind in (list, tuple):
-        return kind(_copy(v, buffers, f"{key}/{i}", memo, synced) for i, v in enumerate(obj))
-    return obj  # scalars, strings, dtypes, devices, sizes, sets of scalars: immutable
+
+    def copy_containers(self, obj: Any, tensor: Callable[[torch.Tensor], Any]) -> Any:
+        kind = type(obj)
+        if kind in (dict, OrderedDict):
+            out = kind([(k, self.copy_containers(v, tensor)) for k, v in obj.items()])
+            if kind is OrderedDict:
+                out.__dict__.update(vars(obj))  # a state_dict's _metadata
+            return out
+        if kind in (list, tuple):
+            return kind([self.copy_containers(v, tensor) for v in obj])
+        if isinstance(obj, torch.Tensor):
+            return tensor(obj)
+        return obj  # scalars, strings, dtypes, devices, sizes, sets of scalars: immutable
 
 
 class BackgroundWriter:

@@ -229,8 +229,7 @@ class Checkpointing:
                     ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    checkpoint = self._build_plain(path, weights_only, batch_idx)
-                    built[weights_only] = snapshot(checkpoint, self._buffers) if background else checkpoint
+                    built[weights_only] = self._build_plain(path, weights_only, batch_idx, background)
                 ops.append((op, path, built[weights_only]))
             if background:
                 self.writer.submit(lambda at: self._carry_out(hook, ops, at, storage_writes))
@@ -249,9 +248,15 @@ class Checkpointing:
                                                                                          False)
                    for impl in self.trainer.plugin_manager.hook.save_checkpoint.get_hookimpls())
 
-    def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None) -> dict[str, Any]:
+    def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None,
+                     snapshotted: bool = False) -> dict[str, Any]:
+        """The checkpoint, checked to be plain data; ``snapshotted``: copied to host buffers in the same walk (for
+        a write in the background, while training goes on)."""
         try:
-            return make_plain(self.build(weights_only, batch_idx))
+            checkpoint = self.build(weights_only, batch_idx)
+            if snapshotted:
+                return snapshot(checkpoint, self._buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
+            return make_plain(checkpoint)
         except NotPlain as exc:
             raise CheckpointError(
                 f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "

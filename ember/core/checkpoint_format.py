@@ -14,7 +14,7 @@ import os
 import warnings
 import weakref
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -43,21 +43,41 @@ class NotPlain(Exception):
     """A value ``torch.load(weights_only=True)`` could not rebuild; ``args[0]`` says where it sits."""
 
 
-def make_plain(obj: Any, where: str = "checkpoint") -> Any:
+def make_plain(obj: Any, where: str = "checkpoint", tensor: Callable[[torch.Tensor], Any] | None = None) -> Any:
     """``obj`` with NumPy scalars turned into Python numbers (same values), or NotPlain naming the first value a
-    weights-only load could not rebuild. Containers are copied only where something changed."""
+    weights-only load could not rebuild. Containers are copied only where something changed; with ``tensor``,
+    every container is copied and every tensor replaced by ``tensor(it)`` (a snapshot in the same walk)."""
+    try:
+        return _plain(obj, tensor)
+    except _Misplaced as exc:  # the path is spelled only when there is an error to report
+        raise NotPlain(where + "".join(f"[{key!r}]" for key in reversed(exc.path)) + f" ({exc.what})") from None
+
+
+class _Misplaced(Exception):
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.path: list[Any] = []  # keys and indices, innermost first
+
+
+def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
     kind = type(obj)
-    if kind in _SCALARS or isinstance(obj, _TORCH_ATOMS):
+    if kind in _SCALARS:
         return obj
+    if isinstance(obj, _TORCH_ATOMS):
+        return tensor(obj) if tensor is not None and isinstance(obj, torch.Tensor) else obj
     if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
         return obj.item()
     if kind in (dict, OrderedDict):
         items = {}
-        changed = False
+        changed = tensor is not None
         for key, value in obj.items():
             if type(key) not in _SCALARS:
-                raise NotPlain(f"{where} (the key {key!r}, a {type(key).__name__})")
-            new = make_plain(value, f"{where}[{key!r}]")
+                raise _Misplaced(f"the key {key!r}, a {type(key).__name__}")
+            try:
+                new = _plain(value, tensor)
+            except _Misplaced as exc:
+                exc.path.append(key)
+                raise
             changed = changed or new is not value
             items[key] = new
         if not changed:
@@ -67,11 +87,17 @@ def make_plain(obj: Any, where: str = "checkpoint") -> Any:
             copy.__dict__.update(vars(obj))  # a state_dict's _metadata
         return copy
     if kind in _SEQUENCES:
-        values = [make_plain(v, f"{where}[{i}]") for i, v in enumerate(obj)]
-        if all(new is old for new, old in zip(values, obj, strict=True)):
+        values = []
+        for i, v in enumerate(obj):
+            try:
+                values.append(_plain(v, tensor))
+            except _Misplaced as exc:
+                exc.path.append(i)
+                raise
+        if tensor is None and all(new is old for new, old in zip(values, obj, strict=True)):
             return obj
         return values if kind is list else kind(values)
-    raise NotPlain(f"{where} (a {kind.__module__}.{kind.__qualname__})")
+    raise _Misplaced(f"a {kind.__module__}.{kind.__qualname__}")
 
 
 def _plain_value(value: Any) -> tuple[bool, Any]:

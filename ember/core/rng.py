@@ -7,6 +7,7 @@ tensors, which a checkpoint stores as one block each rather than as hundreds of 
 
 from __future__ import annotations
 
+import array
 import random
 import sys
 from typing import Any
@@ -20,7 +21,9 @@ def capture(generators: tuple[torch.Generator, ...] = ()) -> dict[str, Any]:
     version, internal, gauss = random.getstate()
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
-        "python": {"version": version, "state": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
+        # through an int64 array: a few times faster than torch.tensor on 625 Python ints (done every epoch)
+        "python": {"version": version, "state": torch.frombuffer(array.array("q", internal), dtype=torch.int64),
+                   "gauss": gauss},
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()

@@ -109,6 +109,8 @@ def atomic_link(source: str, path: str) -> None:
         return
     try:
         os.replace(tmp, path)
+        if os.path.lexists(tmp):  # path was already a link to source: rename does nothing and keeps both names
+            os.remove(tmp)
     except BaseException:
         with contextlib.suppress(OSError):
             os.remove(tmp)

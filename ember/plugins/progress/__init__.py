@@ -38,6 +38,7 @@ class ProgressBar:
         self._file = file
         self._bars: dict[str, Any] = {}
         self._counts: dict[str, int] = {}
+        self._totals: dict[str, int | None] = {}
         self._rendered: dict[str, tuple[int, float]] = {}
         self._epoch_start = 0.0
         self._tty = False
@@ -51,6 +52,12 @@ class ProgressBar:
 
     def _close(self, kind: str, bar: Any) -> None:
         raise NotImplementedError
+
+    def _render_and_close(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
+        """The final render of a bar, then closing it; a library that draws the bar once more when closing
+        overrides this to draw it once."""
+        self._render(kind, bar, n, postfix)
+        self._close(kind, bar)
 
     # -- helpers -----------------------------------------------------------------------------------------
     @property
@@ -79,6 +86,7 @@ class ProgressBar:
     def _start(self, kind: str, total: int | None, description: str, leave: bool) -> None:
         self._finish(kind)
         self._counts[kind] = 0
+        self._totals[kind] = total
         self._rendered[kind] = (0, time.monotonic())
         if self._tty:
             self._bars[kind] = self._open(kind, total, description, leave)
@@ -102,8 +110,9 @@ class ProgressBar:
         bar = self._bars.pop(kind, None)
         if bar is not None:
             if trainer is not None:
-                self._render(kind, bar, self._counts.get(kind, 0), self.metrics(trainer))
-            self._close(kind, bar)
+                self._render_and_close(kind, bar, self._counts.get(kind, 0), self.metrics(trainer))
+            else:
+                self._close(kind, bar)
         self._counts.pop(kind, None)
 
     # -- hooks ---------------------------------------------------------------------------------------------
@@ -159,8 +168,11 @@ class ProgressBar:
         kind = "sanity" if trainer.sanity_checking else "validate"
         self._finish(kind, trainer if trainer.state.get("fn") != "fit" else None)
         train = self._bars.get("train")
-        if train is not None:  # show the new validation metrics on the training bar
-            self._render("train", train, self._counts.get("train", 0), self.metrics(trainer))
+        n = self._counts.get("train", 0)
+        # show the new validation metrics on the training bar; after the epoch's last batch the bar's final
+        # render at the epoch's end (right after this) shows them
+        if train is not None and n != self._totals.get("train"):
+            self._render("train", train, n, self.metrics(trainer))
 
     @hookimpl
     def on_test_start(self, trainer: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, TextIO
 
 from ember.core.options import boolean
@@ -34,10 +35,11 @@ class TQDMProgressBar(ProgressBar):
         super().__init__(refresh_rate, min_interval, force_terminal, file)
 
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
-        from tqdm.auto import tqdm
-
+        tqdm = _bar_class()
+        # A bar that is erased when it ends (validation within a fit, the sanity check) is first drawn after
+        # min_interval: one that ends sooner would only flash, and drawing and erasing it costs every epoch.
         return tqdm(total=total, desc=description, leave=leave, file=self.file, dynamic_ncols=True,
-                    mininterval=0.0, miniters=1, smoothing=0.0,
+                    mininterval=0.0, miniters=1, smoothing=0.0, delay=0.0 if leave else self.min_interval,
                     unit="it", disable=False)
 
     def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
@@ -49,3 +51,51 @@ class TQDMProgressBar(ProgressBar):
 
     def _close(self, kind: str, bar: Any) -> None:
         bar.close()
+
+    def _render_and_close(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
+        # tqdm draws a bar that stays (leave=True) once more when it closes: set the count and the postfix
+        # without drawing, and let close() draw them (a bar that goes is erased, drawn or not)
+        bar.set_postfix({k: _fmt(v) for k, v in postfix.items()}, refresh=False)
+        bar.n = n
+        bar.close()
+
+
+_BAR_CLASS: Any = None
+
+
+def _bar_class() -> Any:
+    """``tqdm.auto.tqdm``; in a terminal, with a line printer that measures a plain ASCII line with ``len``.
+    tqdm measures every line it draws character by character (for wide East Asian characters), which is most
+    of the cost of drawing a bar; a line of ASCII without escape codes is as wide as it is long."""
+    global _BAR_CLASS
+    if _BAR_CLASS is not None:
+        return _BAR_CLASS
+    from tqdm import std
+    from tqdm.auto import tqdm
+    from tqdm.utils import disp_len
+
+    if tqdm.status_printer is not std.tqdm.status_printer:  # a notebook's widget, or another front end: as is
+        _BAR_CLASS = tqdm
+        return tqdm
+
+    class Bar(tqdm):  # type: ignore[misc,valid-type]
+        @staticmethod
+        def status_printer(file: Any) -> Any:
+            flush = getattr(file, "flush", None)
+            if file in (sys.stderr, sys.stdout):  # what was printed before the bar comes first
+                sys.stderr.flush()
+                sys.stdout.flush()
+            shown = 0
+
+            def show(line: str) -> None:
+                nonlocal shown
+                width = len(line) if line.isascii() and "\x1b" not in line else disp_len(line)
+                file.write("\r" + line + " " * max(shown - width, 0))
+                if flush is not None:
+                    flush()
+                shown = width
+
+            return show
+
+    _BAR_CLASS = Bar
+    return Bar
