@@ -26,12 +26,13 @@ import os
 import random
 import re
 import sys
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ember.cli_explain import explain, missing
 from ember.cli_registry import CLIError, command
-from ember.core.errors import EmberError, suggest
+from ember.core.errors import EmberError, UntrainedWeightsWarning, suggest
 from ember.core.options import Option, declared_options
 from ember.hookspecs import hookimpl
 
@@ -335,10 +336,15 @@ def run(stage: str, argv: list[str]) -> int:
     if stage == "fit":
         trainer.fit(model, datamodule=data, ckpt_path=cfg.ckpt_path)
         return 130 if trainer.interrupted else 0
+    # A command never evaluates weights of unknown origin: the Trainer's warning becomes a refusal here.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UntrainedWeightsWarning)
+        try:
+            predictions = getattr(trainer, stage)(model, datamodule=data, ckpt_path=cfg.ckpt_path)
+        except UntrainedWeightsWarning as refused:
+            raise CLIError(f"ember {stage} stops rather than evaluate weights that may be untrained: {refused}") from None
     if stage in ("validate", "test"):
-        getattr(trainer, stage)(model, datamodule=data, ckpt_path=cfg.ckpt_path)
         return 0
-    predictions = trainer.predict(model, datamodule=data, ckpt_path=cfg.ckpt_path)
     count = len(predictions) if isinstance(predictions, list) else 0
     print(f"predict: {count} batches of predictions (add the 'prediction-writer' callback to save them).")
     return 0

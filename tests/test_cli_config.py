@@ -354,3 +354,19 @@ def test_seed_everything_true_draws_a_seed_that_the_saved_config_keeps(project, 
     parser, cfg = parse("fit", ["--model", "my_pkg.models.Classifier", "--seed_everything", "false", *QUIET])
     build(parser, cfg, "fit")
     assert cfg.seed_everything is False
+
+
+def test_evaluation_commands_refuse_untrained_weights_and_name_the_checkpoint_they_use(project, capsys):
+    args = ["--model", "my_pkg.models.Classifier", "--data", "my_pkg.models.Data", "--data.n", "32",
+            "--trainer.max_epochs", "1", "--trainer.default_root_dir", "runs", *QUIET]
+    assert main(["validate", *args]) == 2  # nothing fit under runs/: no silent evaluation of random weights
+    err = capsys.readouterr().err
+    assert "ember validate stops rather than evaluate weights that may be untrained" in err
+    assert "--ckpt_path" in err and len(err.strip().splitlines()) == 1
+    assert main(["fit", *args]) == 0
+    (ckpt,) = (project / "runs").rglob("last.ckpt")
+    capsys.readouterr()
+    assert main(["validate", *args]) == 0  # the latest fit's checkpoint, said aloud
+    said = capsys.readouterr().err
+    assert f"evaluates {ckpt.parent}{os.sep}" in said and "checkpoint of the latest fit" in said
+    assert main(["validate", *args, "--ckpt_path", "current"]) == 0  # these weights, on purpose
