@@ -100,9 +100,11 @@ class Checkpointing:
             "kind": "weights" if weights_only else "full",
             "epoch": t.current_epoch, "global_step": t.global_step,
             "state_dict": module.state_dict(),
-            "hyper_parameters": plain_hparams(module, self._warned_hparams),
             "plugins": {},
         }
+        hparams = plain_hparams(module, self._warned_hparams)
+        if hparams:  # as in Lightning, no key without saved hyperparameters
+            checkpoint["hyper_parameters"] = hparams
         if not weights_only:
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]
