@@ -75,6 +75,10 @@ class CSVLogger(VersionedLogger):
         self.save()
 
     # -- writing -------------------------------------------------------------------------------------------
+    def finalize(self, status: str = "success") -> None:
+        """Write the buffered rows (as every run's end does); ``status``, Lightning's argument, is not used."""
+        self.save()
+
     def save(self) -> None:
         """Write the buffered rows."""
         if not self._rows:

@@ -77,8 +77,9 @@ class TensorBoardLogger(VersionedLogger):
     def on_exception(self) -> None:
         self.finalize()
 
-    def finalize(self) -> None:
-        """Flush and close the writer; the next write opens a new event file in the same folder."""
+    def finalize(self, status: str = "success") -> None:
+        """Flush and close the writer; the next write opens a new event file in the same folder. ``status``
+        (Lightning's argument) is not used."""
         if self._writer is not None:
             self._writer.flush()
             self._writer.close()
