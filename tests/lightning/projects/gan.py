@@ -64,7 +64,7 @@ class GAN(L.LightningModule):
 
 
 def main(root, callbacks):
-    L.seed_everything(7)
+    L.seed_everything(7, verbose=False)
     real = torch.randn(48, 6) * 0.5 + 1.0
     model = GAN()
     trainer = L.Trainer(max_epochs=2, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
