@@ -82,11 +82,13 @@ DIFFERENCES: list[tuple[str, str, Callable[[list[list[Any]]], list[list[Any]]]]]
 ]
 
 
-#: Values returned by a project that ember gives to float32 precision where Lightning keeps float64, with why;
-#: compared to a relative 1e-6 (the rest of "returned" is compared exactly).
-FLOAT32: dict[tuple[str, str], str] = {
+#: Values returned by a project that may differ in the last bits, with why; compared to a relative 1e-6 (the
+#: rest of "returned" is compared exactly).
+ROUNDED: dict[tuple[str, str], str] = {
     ("finetune", "lr_logged"): "ember's LearningRateMonitor logs through trainer.log, which keeps values as "
     "float32 tensors like any self.log value; Lightning's hands the logger Python floats",
+    ("multiloader", "validate"): "an epoch mean over batches: ember sums the batch values in float64, Lightning "
+    "in float32, so the last bit of a mean over several batches may differ",
 }
 
 
@@ -94,6 +96,14 @@ def _comparable(calls: list[list[Any]]) -> list[list[Any]]:
     for _, _, view in DIFFERENCES:
         calls = view(calls)
     return calls
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == pytest.approx(b, rel=1e-6))
 
 
 def _run(name: str, root: Path) -> dict[str, Any]:
@@ -107,9 +117,9 @@ def test_project_matches_lightning(name: str, tmp_path: Path) -> None:
     for field in ("global_step", "current_epoch", "status", "callback_metrics"):
         assert ours[field] == theirs[field], f"{name}: {field}"
     for key, value in theirs["returned"].items():
-        if (name, key) in FLOAT32:
-            assert ours["returned"][key] != value, f"float32 no more: remove {(name, key)} from FLOAT32"
-            assert ours["returned"][key] == pytest.approx(value, rel=1e-6), f"{name}: {key}"
+        if (name, key) in ROUNDED:
+            assert ours["returned"][key] != value, f"now equal: remove {(name, key)} from ROUNDED"
+            assert _close(ours["returned"][key], value), f"{name}: {key}"
         else:
             assert ours["returned"][key] == value, f"{name}: {key}"
     assert sorted(ours["returned"]) == sorted(theirs["returned"])

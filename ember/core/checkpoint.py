@@ -41,6 +41,7 @@ from ember.core.checkpoint_format import (
     read,
 )
 from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.positional import STYLE_ATTR
 from ember.core.resumable_data import TrainData
 from ember.core.signals import SignalHandlers, stop_exception
 from ember.core.state import FitProgress
@@ -116,7 +117,12 @@ class Checkpointing:
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
             for key, plugin in self._stateful_plugins():
                 checkpoint["plugins"][key] = plugin.state_dict()
-        t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
+        if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
+            pm = t.plugin_manager
+            callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
+            pm.subset_hook_caller("on_save_checkpoint", callbacks)(trainer=t, module=module, checkpoint=checkpoint)
+        else:
+            t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
             checkpoint.pop("plugins", None)
         return checkpoint
