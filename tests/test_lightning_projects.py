@@ -4,7 +4,8 @@ Each project under ``tests/lightning/projects/`` is one source text written agai
 ``pytorch_lightning``) imports, in the idioms public projects use: a GAN with manual optimization and toggled
 optimizers, an autoencoder fed by a LightningDataModule with a plateau scheduler, early stopping and
 checkpointing, a classifier logging torchmetrics objects and predicting with the default ``predict_step``, a
-module owning its optimizer step, clipping and scheduler step, and a stateful callback with a resumed fit.
+module owning its optimizer step, clipping and scheduler step, a stateful callback with a resumed fit, a
+fine-tuning run with a CSV logger, a multi-dataloader DataModule, and bf16 mixed precision.
 ``tests/lightning/record_projects.py`` ran them on Lightning into ``tests/lightning/projects.json``; here the
 same texts run on ember with only their import lines rewritten, and everything recorded must match: the
 recorded hook calls (with ``global_step`` and ``current_epoch``), the metric dicts, the ``callback_metrics``,
