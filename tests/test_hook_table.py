@@ -11,6 +11,7 @@ import torch
 import ember
 from ember.core.defaults import Defaults
 from ember.core.plugin_manager import HookTable, PluginManager, compile_call
+from ember.core.positional import spec_named
 from ember.testing import TinyClassifier, tiny_loaders
 
 
@@ -365,3 +366,54 @@ def test_the_pluggy_api_the_dispatch_reads_is_there() -> None:
     copy = pluggy.HookImpl(impl.plugin, impl.plugin_name, impl.function, impl.opts)
     assert copy.argnames == impl.argnames
     assert pluggy.Result(1, None).get_result() == 1 and pluggy.Result(None, KeyError()).exception is not None
+
+
+def test_pluggy_reads_implementation_names_through_wrapped_and_instance_attributes() -> None:
+    """Positional hooks (ember/core/positional.py) go through pluggy's public register(): pluggy finds a bound
+    method stored on the instance and reads its argument names through ``__wrapped__``. A pluggy release that
+    stops doing either fails here rather than in a run."""
+    spec, impl = pluggy.HookspecMarker("probe"), pluggy.HookimplMarker("probe")
+
+    class Specs:
+        @spec
+        def event(self, first: Any, second: Any) -> None: ...
+
+    class Plugin:
+        def __init__(self) -> None:
+            self.seen: list[Any] = []
+
+        def any_name(self, value: Any) -> None:
+            self.seen.append(value)
+
+    plugin = Plugin()
+    named = spec_named(plugin.any_name, ("second",))
+    assert named is not None
+    impl(named.__func__)
+    plugin.__dict__["event"] = named
+    pm = pluggy.PluginManager("probe")
+    pm.add_hookspecs(Specs)
+    pm.register(plugin)
+    pm.hook.event(first=1, second=2)
+    assert plugin.seen == [2]
+    assert pm.hook.event.get_hookimpls()[0].argnames == ("second",)
+
+
+class ByPosition(ember.Callback):
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def on_train_batch_end(self, tr: Any, mod: Any, out: Any, b: Any, i: Any) -> None:
+        self.seen.append(i)
+
+
+def test_a_positional_hook_is_the_users_code_and_leaves_the_object_as_it_was() -> None:
+    callback = ByPosition()
+    callback.on_train_epoch_end = lambda *a: None  # an instance attribute of its own, kept  # type: ignore[method-assign]
+    before = dict(vars(callback))
+    pm = _pm(callback)
+    (impl,) = pm.hook.on_train_batch_end.get_hookimpls()
+    assert impl.plugin is callback and impl.argnames == ("trainer", "module", "outputs", "batch", "batch_idx")
+    assert impl.function.__func__.__code__ is ByPosition.on_train_batch_end.__code__  # no adapter in between
+    assert vars(callback) == before
+    pm.hook.on_train_batch_end(trainer=None, module=None, outputs={}, batch=(), batch_idx=3)
+    assert callback.seen == [3]

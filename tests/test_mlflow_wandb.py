@@ -171,7 +171,7 @@ def test_docs_logging_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     page = Path(__file__).resolve().parents[1] / "docs" / "logging.md"
     text = page.read_text()
     section = text[text.index("## MLflow and Weights & Biases"):text.index("## Plotting a run")]
-    blocks = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", section, flags=re.S | re.M)
     assert blocks
     monkeypatch.chdir(tmp_path)
     for i, block in enumerate(blocks):

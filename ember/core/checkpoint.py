@@ -53,6 +53,7 @@ from ember.core.checkpoint_paths import (
     run_dir,
 )
 from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.positional import STYLE_ATTR
 from ember.core.resumable_data import TrainData
 from ember.core.signals import SignalHandlers, stop_exception
 from ember.core.state import FitProgress
@@ -116,9 +117,11 @@ class Checkpointing:
             "kind": "weights" if weights_only else "full",
             "epoch": t.current_epoch, "global_step": t.global_step,
             "state_dict": module.state_dict(),
-            "hyper_parameters": plain_hparams(module, self._warned_hparams),
             "plugins": {},
         }
+        hparams = plain_hparams(module, self._warned_hparams)
+        if hparams:  # as in Lightning, no key without saved hyperparameters
+            checkpoint["hyper_parameters"] = hparams
         if not weights_only:
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]
@@ -130,7 +133,12 @@ class Checkpointing:
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
             for key, plugin in self._stateful_plugins():
                 checkpoint["plugins"][key] = plugin.state_dict()
-        t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
+        if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
+            pm = t.plugin_manager
+            callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
+            pm.subset_hook_caller("on_save_checkpoint", callbacks)(trainer=t, module=module, checkpoint=checkpoint)
+        else:
+            t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
             checkpoint.pop("plugins", None)
         return checkpoint

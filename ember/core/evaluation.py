@@ -75,8 +75,10 @@ class EvaluationLoop:
             h.on_validation_model_train(**kw)
         elif stage == "test" and h.on_test_model_train is not None:
             h.on_test_model_train(**kw)
-        return [{k: float(v) for k, v in values.items() if "/dataloader_idx_" not in k or
-                 k.endswith(f"/dataloader_idx_{i}")} for i in range(len(loaders))]
+        # a name belongs to the dict of the dataloader it was logged in (suffixed, or add_dataloader_idx=False)
+        owner = {e.epoch_key: e.dataloader_idx for e in results.entries.values() if e.dataloader_idx is not None}
+        return [{k: float(v) for k, v in values.items() if owner.get(k, i) == i and
+                 ("/dataloader_idx_" not in k or k.endswith(f"/dataloader_idx_{i}"))} for i in range(len(loaders))]
 
     def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,
                  predictions: list[list[Any]] | None) -> None:

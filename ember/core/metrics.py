@@ -34,7 +34,7 @@ class MetricLog:
 
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
             on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
-            batch_size: int | None = None) -> None:
+            batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
         """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
         ctx = self.context
         results = ctx.results
@@ -46,7 +46,8 @@ class MetricLog:
                 raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
                                    "the value from predict_step instead (trainer.predict returns the outputs).")
             raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
-        key = name if ctx.num_dataloaders == 1 else f"{name}/dataloader_idx_{ctx.dataloader_idx}"
+        several = ctx.num_dataloaders > 1 and add_dataloader_idx
+        key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
         entry = results.entries.get(key)
         if entry is None:
             d_step, d_epoch, _ = ctx.defaults
@@ -57,6 +58,8 @@ class MetricLog:
                                  "step (on_step=True), per epoch (on_epoch=True) or both.")
             entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
                                 sync_dist)
+            if ctx.num_dataloaders > 1 and not add_dataloader_idx:
+                entry.dataloader_idx = ctx.dataloader_idx
             results.entries[key] = entry
         tensor = to_tensor(name, value)
         entry.serial = self.progress.batches_seen

@@ -144,20 +144,28 @@ class Module(torch.nn.Module):
     # -- logging -----------------------------------------------------------------------------------------
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
-            sync_dist: bool = False, batch_size: int | None = None) -> None:
+            enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
+            add_dataloader_idx: bool = True, batch_size: int | None = None, metric_attribute: str | None = None,
+            rank_zero_only: bool = False) -> None:
         """Record a metric; see the logging guide. Defaults follow Lightning: per step in training hooks,
-        per epoch (mean over batches, weighted by batch size) in validation/test and epoch hooks."""
+        per epoch (mean over batches, weighted by batch size) in validation/test and epoch hooks.
+        ``add_dataloader_idx=False`` keeps ``name`` as it is when there are several dataloaders (make it unique
+        yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
+        Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
+        metric object is found by identity."""
         self.trainer.loop.metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step,
                                       on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
-                                      batch_size=batch_size)
+                                      batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
 
     def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
-                 sync_dist: bool = False, batch_size: int | None = None) -> None:
+                 enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
+                 add_dataloader_idx: bool = True, batch_size: int | None = None, rank_zero_only: bool = False) -> None:
         """``self.log`` for every item of ``dictionary``."""
         for name, value in dictionary.items():
             self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
-                     reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size)
+                     reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
+                     add_dataloader_idx=add_dataloader_idx)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` on global rank 0 only."""

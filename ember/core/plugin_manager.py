@@ -16,7 +16,7 @@ import pluggy
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import EmberWarning, PluginError, suggest
-from ember.core.positional import is_base_hook, positional_argnames, positional_impl, same_call, style_of
+from ember.core.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
 from ember.hookspecs import PROJECT, spec_modules
 from ember.hookspecs import events as _events
 
@@ -41,6 +41,9 @@ __all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManag
            "implemented_hooks", "misspelled_hooks", "noop_fallback"]
 
 
+_ABSENT = object()
+
+
 class PluginManager(pluggy.PluginManager):
     """pluggy's manager with ember's rules.
 
@@ -59,8 +62,9 @@ class PluginManager(pluggy.PluginManager):
         self._listeners: list[weakref.WeakMethod] = []
         self.origins: dict[str, str] = {}
         self._monitors: list[Monitor] = []
-        #: Implementations being registered that take their arguments by position: (hook, function, opts, argnames).
-        self._positional: list[tuple[str, Any, Any, tuple[str, ...]]] | None = None
+        #: (hook name, the instance attribute it replaced) for each method of the plugin being registered whose
+        #: spec-named copy (see ember.core.positional) stands in its ``__dict__`` while pluggy's register() reads it.
+        self._positional: list[tuple[str, Any]] | None = None
         self._style: str | None = None
 
     # -- discovery of implementations ------------------------------------------------------------------
@@ -79,18 +83,18 @@ class PluginManager(pluggy.PluginManager):
                 opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
                         "tryfirst": False, "trylast": False, "specname": None}
                 if self._style is not None and self._positional is not None:
-                    if self._take_by_position(plugin, name, opts):
-                        return None  # registered by register() with its arguments by position
+                    opts = self._take_by_position(plugin, name, opts)
         if opts is not None and id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
             opts = dict(opts, tryfirst=True)
         return opts
 
-    def _take_by_position(self, plugin: Any, name: str, opts: dict) -> bool:
-        """Queue a Lightning-style method whose parameter names do not match the spec (see ember.core.positional)."""
+    def _take_by_position(self, plugin: Any, name: str, opts: dict) -> dict:
+        """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the
+        plugin's ``__dict__``, where pluggy's register() reads it next (see ember.core.positional)."""
         caller = getattr(self.hook, name, None)
         spec = getattr(caller, "spec", None)
         if spec is None:
-            return False
+            return opts
         function = getattr(plugin, name)
         try:
             argnames = positional_argnames(function, spec.argnames, self._style or "", f"{type(plugin).__name__}.{name}")
@@ -98,12 +102,16 @@ class PluginManager(pluggy.PluginManager):
             raise PluginError(f"{exc} Lightning-style hooks receive the hook's arguments by position; "
                               "`ember hooks` lists every hook and its arguments.") from None
         if argnames is None:
-            return False
-        if id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
-            opts = dict(opts, tryfirst=True)
+            return opts
+        named = spec_named(function, argnames)
+        if named is None or not isinstance(getattr(plugin, "__dict__", None), dict):
+            raise PluginError(f"{type(plugin).__name__}.{name} takes its arguments by position, which needs a "
+                              "method defined with def on an object that has a __dict__; name its parameters like "
+                              "the hook's (`ember hooks` lists them) instead.")
         assert self._positional is not None
-        self._positional.append((name, function, opts, argnames))
-        return True
+        self._positional.append((name, plugin.__dict__.get(name, _ABSENT)))
+        plugin.__dict__[name] = named  # read by pluggy's register() right after this returns; removed after it
+        return opts
 
     def register(self, plugin: Any, name: str | None = None, *, origin: str | None = None,
                  datamodule: bool = False) -> str | None:
@@ -119,7 +127,6 @@ class PluginManager(pluggy.PluginManager):
         self._positional = [] if self._style is not None else None
         try:
             registered = super().register(plugin, name)
-            positional, self._positional, self._style = self._positional, None, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
@@ -131,12 +138,14 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.discard(id(plugin))
             raise
         finally:
+            for hook_name, before in reversed(self._positional or ()):
+                if before is _ABSENT:
+                    plugin.__dict__.pop(hook_name, None)
+                else:
+                    plugin.__dict__[hook_name] = before
             self._positional = self._style = None
         if registered is None:
             return None
-        for hook_name, function, opts, argnames in positional or ():
-            # pluggy has no public way to add one implementation; this is what its register() does for each
-            getattr(self.hook, hook_name)._add_hookimpl(positional_impl(plugin, registered, function, opts, argnames))
         if origin:
             self.origins[registered] = origin
         try:

@@ -7,14 +7,18 @@ batch_idx)``). Objects that follow that convention (subclasses of :class:`ember.
 DataModule of a run) have each unmarked event method matched to the spec by position when its names do not
 already match it.
 
-The matched implementation is pluggy's ``HookImpl`` of the method itself, with ``argnames`` set to the spec
-names that fill its positions: pluggy and ember's compiled calls pass arguments to an implementation
-positionally in ``argnames`` order, so the method is called directly, with no adapter in between.
+pluggy passes an implementation's arguments positionally, in the order of the parameter names it reads from
+the function (following ``__wrapped__``, as it does for decorated functions). A matched method is therefore
+registered through pluggy's own ``register()`` as :func:`spec_named` of it: a copy of the function sharing its
+code, closure and defaults, whose ``__wrapped__`` names the spec arguments that fill its positions. The user's
+code runs directly, with no adapter frame, and a debugger shows its own parameter names.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -75,13 +79,33 @@ def positional_argnames(function: Callable[..., Any], spec_argnames: Sequence[st
     return tuple(passed[:len(names)])
 
 
-def positional_impl(plugin: Any, plugin_name: str, function: Callable[..., Any], opts: Any,
-                    argnames: tuple[str, ...]) -> pluggy.HookImpl:
-    """pluggy's implementation record for ``function``, called with the spec arguments ``argnames`` in order."""
-    impl = pluggy.HookImpl(plugin, plugin_name, function, opts)
-    impl.argnames = argnames  # type: ignore[misc]  # pluggy marks them Final; they say what to pass, in order
-    impl.kwargnames = ()  # type: ignore[misc]
-    return impl
+@functools.cache
+def _signature_of(argnames: tuple[str, ...]) -> Callable[..., None]:
+    """A method that does nothing and takes ``argnames`` (pluggy reads an implementation's names from it)."""
+    def template(self: Any) -> None:
+        return None
+
+    names = ("self", *argnames)
+    template.__code__ = template.__code__.replace(co_argcount=len(names), co_nlocals=len(names), co_varnames=names)
+    template.__qualname__ = "Positional.hook"
+    return template
+
+
+def spec_named(method: Any, argnames: tuple[str, ...]) -> Callable[..., Any] | None:
+    """``method`` (a function, or one bound to an object) as pluggy reads one taking ``argnames``: a copy of the
+    function with the same code, globals, closure and defaults, whose ``__wrapped__`` has the spec names, bound
+    as ``method`` was. None for other callables."""
+    bound = isinstance(method, types.MethodType)
+    function = method.__func__ if bound else method
+    if not isinstance(function, types.FunctionType):
+        return None
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                              function.__closure__)
+    copy.__kwdefaults__ = function.__kwdefaults__
+    copy.__qualname__, copy.__module__ = function.__qualname__, function.__module__
+    copy.__dict__.update(function.__dict__)
+    copy.__wrapped__ = _signature_of(argnames)  # type: ignore[attr-defined]
+    return types.MethodType(copy, method.__self__) if bound else copy
 
 
 def same_call(impl: pluggy.HookImpl, function: Callable[..., Any]) -> pluggy.HookImpl:

@@ -24,7 +24,7 @@ class MetricEntry:
 
     __slots__ = ("name", "on_step", "on_epoch", "prog_bar", "logger", "reduce_fx", "sync_dist",
                  "values", "weights", "partial", "partial_weight", "last", "metric", "epoch_value",
-                 "serial", "step_key", "epoch_key")
+                 "serial", "step_key", "epoch_key", "dataloader_idx")
 
     def __init__(self, name: str, on_step: bool, on_epoch: bool, prog_bar: bool, logger: bool,
                  reduce_fx: str | Callable, sync_dist: bool) -> None:
@@ -36,6 +36,8 @@ class MetricEntry:
         base, sep, idx = name.partition("/dataloader_idx_")
         self.step_key = f"{base}_step{sep}{idx}" if on_epoch else name
         self.epoch_key = f"{base}_epoch{sep}{idx}" if on_step else name
+        #: the evaluation dataloader of a name logged with ``add_dataloader_idx=False`` under several loaders
+        self.dataloader_idx: int | None = None
         self.prog_bar = prog_bar
         self.logger = logger
         self.reduce_fx = reduce_fx

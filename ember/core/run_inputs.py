@@ -28,6 +28,17 @@ def check_run_inputs(fn: str, model: Any, current: Any, datamodule: Any, loaders
     return model
 
 
+def default_ckpt_path(trainer: Any, model: Any, ckpt_path: Any) -> Any:
+    """As in Lightning, ``validate``/``test``/``predict`` called without a model after a fit run the best
+    checkpoint's weights when a checkpoint callback has saved one (Lightning raises where none has; ember then
+    runs the module as it is in memory)."""
+    if model is not None or ckpt_path is not None or trainer.module is None:
+        return ckpt_path
+    if getattr(trainer.checkpoint_callback, "best_model_path", ""):
+        return "best"
+    return None
+
+
 def check_module(fn: str, model: Any) -> None:
     """A module ``trainer.<fn>()`` can run: not a ``torch.compile`` wrapper, with the step method it needs."""
     needed = _STEP_METHOD[fn]

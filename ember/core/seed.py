@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import logging
 import os
 import random
 import sys
@@ -15,13 +16,13 @@ from typing import Any
 import torch
 
 
-def seed_everything(seed: int | None = None, workers: bool = False) -> int:
+def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python's ``random``, NumPy (if installed) and torch (CPU and every CUDA device).
 
     ``seed=None`` reads ``EMBER_GLOBAL_SEED`` or uses 0. ``workers=True`` also seeds every data-loader
     worker process, and every batch a worker loads, from this seed, the global rank and the epoch (see
     :class:`WorkerSeeder`; the Trainer applies it to each ``DataLoader`` with workers and no ``worker_init_fn``
-    of its own). Returns the seed.
+    of its own). ``verbose`` logs the seed (at INFO level). Returns the seed.
     """
     if seed is None:
         seed = int(os.environ.get("EMBER_GLOBAL_SEED", 0))
@@ -37,6 +38,8 @@ def seed_everything(seed: int | None = None, workers: bool = False) -> int:
     except ImportError:
         pass
     torch.manual_seed(seed)
+    if verbose:
+        logging.getLogger(__name__).info("seed set to %d", seed)
     return seed
 
 

@@ -20,7 +20,7 @@ from ember.core.errors import ConfigurationError, PluginError
 from ember.core.loops import Loops
 from ember.core.optim import SchedulerConfig
 from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
-from ember.core.run_inputs import check_run_inputs, looks_like_datamodule
+from ember.core.run_inputs import check_run_inputs, default_ckpt_path, looks_like_datamodule
 from ember.core.signals import SignalExit
 from ember.core.state import TrainerState
 from ember.core.trainer_properties import TrainerProperties
@@ -319,15 +319,15 @@ class Trainer(TrainerProperties):
         """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
-        return self._run("predict", model, datamodule, {"predict": dataloaders}, ckpt_path=ckpt_path,
-                         return_predictions=return_predictions, weights_only=weights_only)
+        return self._run("predict", model, datamodule, {"predict": dataloaders},
+                         ckpt_path=default_ckpt_path(self, model, ckpt_path), return_predictions=return_predictions, weights_only=weights_only)
 
     def _eval_entry(self, stage: str, model: Any, dataloaders: Any, datamodule: Any, ckpt_path: Any,
                     verbose: bool, weights_only: bool = True) -> list[dict[str, float]]:
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
-        return self._run(stage, model, datamodule, {stage: dataloaders}, ckpt_path=ckpt_path, verbose=verbose,
-                         weights_only=weights_only)
+        return self._run(stage, model, datamodule, {stage: dataloaders},
+                         ckpt_path=default_ckpt_path(self, model, ckpt_path), verbose=verbose, weights_only=weights_only)
 
     # -- checkpoints ---------------------------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:

@@ -280,7 +280,8 @@ class TrainingLoop:
     # -- schedulers ----------------------------------------------------------------------------------------
     def step_schedulers(self, interval: str) -> None:
         p = self.progress
-        counter = p.global_step if interval == "step" else p.current_epoch + 1
+        # as in Lightning, a per-step frequency counts the epoch's batches (that step), not global_step
+        counter = p.batch_idx + 1 if interval == "step" else p.current_epoch + 1
         for config in self.t.lr_scheduler_configs:
             if config.interval != interval or counter % config.frequency:
                 continue
