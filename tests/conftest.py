@@ -48,7 +48,8 @@ _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torc
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 #: Variables libraries keep for the process once used (torch's compiler; torch 2.4's CUDA module loading; a wandb
 #: service); and entries under site-packages on sys.path are libraries' own vendoring: neither is a test's leak.
-_LIBRARY_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_", "WANDB_", "CUDA_MODULE_LOADING")
+_LIBRARY_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_", "WANDB_", "CUDA_MODULE_LOADING",
+                         "_MLFLOW_TELEMETRY_")
 
 
 class _Snapshot:

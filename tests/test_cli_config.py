@@ -289,7 +289,7 @@ def test_errors_without_and_with_debug_in_a_subprocess(project):
 
 def test_predict_with_the_prediction_writer(project, capsys):
     assert main(["predict", "--model", "my_pkg.models:Classifier", "--data", "my_pkg.models:Data",
-                 "--trainer.logger", "false", *QUIET, "--trainer.callbacks", "[{class_path: prediction-writer, "
+                 "--ckpt_path", "current", *QUIET, "--trainer.logger", "false", "--trainer.callbacks", "[{class_path: prediction-writer, "
                  f"init_args: {{output_dir: {project / 'preds'}, write_interval: epoch}}}}]"]) == 0
     assert "predict: 8 batches" in capsys.readouterr().out
     assert os.listdir(project / "preds") == ["predictions_rank0_dl0.pt"]

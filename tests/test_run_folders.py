@@ -361,10 +361,10 @@ def test_layout_and_ckpt_path_choices_match_lightning(tmp_path):
     assert os.path.relpath(no_logger.log_dir, tmp_path / "bare") == LIGHTNING["no_logger"]["log_dir"]
 
 
-def test_the_documented_differences_from_lightning(tmp_path):
-    """Two on purpose (docs/checkpoints.md): a new Trainer's ckpt_path="last" finds the latest run of the name
-    (Lightning looks only in the new version folder and finds nothing), and ``validate()`` without a model after
-    a fit keeps the fitted weights (Lightning loads the best checkpoint, with a warning)."""
+def test_the_documented_difference_from_lightning_and_evaluation_after_fit(tmp_path):
+    """On purpose (docs/checkpoints.md): a new Trainer's ckpt_path="last" finds the latest run of the name
+    (Lightning looks only in the new version folder and finds nothing). As in Lightning, ``validate()`` without a
+    model after a fit evaluates the best checkpoint."""
     assert LIGHTNING["new_trainer"]["last_ckpt_path"] is None and LIGHTNING["new_trainer"]["last_warns_none_available"]
     first = fit(tmp_path, model=Plain())
     again = fit(tmp_path, epochs=2, model=Plain(), ckpt_path="last")
@@ -372,7 +372,7 @@ def test_the_documented_differences_from_lightning(tmp_path):
     recorded = LIGHTNING["evaluate_after_fit"]
     assert recorded["without_model_warns_best"] and recorded["without_model_ckpt_path"].endswith(".ckpt")
     first.validate(dataloaders=tiny_loaders(n=16, batch_size=8)[1], verbose=False)
-    assert first.ckpt_path is None
+    assert first.ckpt_path == first.checkpoint_callback.best_model_path and first.ckpt_path.endswith(".ckpt")
 
 
 @pytest.mark.parametrize("kind", [CSVLogger, TensorBoardLogger])
