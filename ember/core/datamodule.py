@@ -9,34 +9,17 @@ restored when a fit resumes.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
-from ember.core.module import AttributeDict, hparams_of_caller
+from ember.core.module import HyperparametersMixin
 from ember.core.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 
-class DataModule:
+class DataModule(HyperparametersMixin):
     """Subclass and define ``train_dataloader()``, ``val_dataloader()``, ... and the hooks you need."""
 
     #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
     trainer: Any = None
-
-    @property
-    def hparams(self) -> AttributeDict:
-        """What :meth:`save_hyperparameters` stored."""
-        return self.__dict__.setdefault("_hparams", AttributeDict())
-
-    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None, frame: Any = None,
-                             logger: bool = True) -> None:
-        """Store the ``__init__`` arguments of the caller in ``self.hparams`` (all, or those named; ``ignore``
-        removes names). ``logger=False`` keeps them from the loggers."""
-        if frame is None:
-            current = inspect.currentframe()
-            assert current is not None and current.f_back is not None
-            frame = current.f_back
-        self.hparams.update(hparams_of_caller(frame, args, ignore))
-        self.__dict__["_log_hyperparams"] = logger
 
     @base_hook
     def state_dict(self) -> dict[str, Any]:

@@ -57,7 +57,29 @@ def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str
     return {k: v for k, v in values.items() if k not in ignored}
 
 
-class Module(torch.nn.Module):
+class HyperparametersMixin:
+    """``hparams`` and ``save_hyperparameters``, shared by :class:`Module` and ``ember.DataModule``."""
+
+    @property
+    def hparams(self) -> AttributeDict:
+        return self.__dict__.setdefault("_hparams", AttributeDict())
+
+    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None, frame: Any = None,
+                             logger: bool = True) -> None:
+        """Store the ``__init__`` arguments of the caller in ``self.hparams`` (all of them, or those named).
+
+        Modules and tensors are skipped unless named; ``ignore`` removes names. Saved in checkpoints and
+        passed to loggers' ``log_hyperparams`` (``logger=False``: not passed to loggers).
+        """
+        if frame is None:
+            current = inspect.currentframe()
+            assert current is not None and current.f_back is not None
+            frame = current.f_back
+        self.hparams.update(hparams_of_caller(frame, args, ignore))
+        self.__dict__["_log_hyperparams"] = logger
+
+
+class Module(HyperparametersMixin, torch.nn.Module):
     """Optional base class for models trained by ``ember.Trainer``."""
 
     #: Set to False to step optimizers yourself in ``training_step`` (``manual_backward``, ``optimizers()``).
@@ -172,25 +194,6 @@ class Module(torch.nn.Module):
         trainer = self.__dict__.get("_trainer")
         if trainer is None or trainer.is_global_zero:
             print(*args, **kwargs)
-
-    # -- hyperparameters ---------------------------------------------------------------------------------
-    @property
-    def hparams(self) -> AttributeDict:
-        return self.__dict__.setdefault("_hparams", AttributeDict())
-
-    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None, frame: Any = None,
-                             logger: bool = True) -> None:
-        """Store the ``__init__`` arguments of the caller in ``self.hparams`` (all of them, or those named).
-
-        Modules and tensors are skipped unless named; ``ignore`` removes names. Saved in checkpoints and
-        passed to loggers' ``log_hyperparams`` (``logger=False``: not passed to loggers).
-        """
-        if frame is None:
-            current = inspect.currentframe()
-            assert current is not None and current.f_back is not None
-            frame = current.f_back
-        self.hparams.update(hparams_of_caller(frame, args, ignore))
-        self.__dict__["_log_hyperparams"] = logger
 
     # -- optimization ------------------------------------------------------------------------------------
     def optimizers(self) -> Any:

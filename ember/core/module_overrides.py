@@ -187,29 +187,6 @@ def loss_of(out: Any) -> torch.Tensor | None:
                              "'loss' key, or None to skip the batch.")
 
 
-class ClosureOptimizer:
-    """The optimizer handed to an overridden ``optimizer_step``: ``step(closure)`` runs the closure, then the
-    loop's step (unscale, ``on_before_optimizer_step``, clipping, the precision's and strategy's step)."""
-
-    def __init__(self, training: TrainingLoop, optimizer: torch.optim.Optimizer) -> None:
-        self.training = training
-        self.optimizer = optimizer
-
-    def step(self, closure: Any = None) -> Any:
-        result = closure() if closure is not None else None
-        self.training.optimizer_step(self.optimizer, clip=True, count=False)
-        return result
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
-
-    def __repr__(self) -> str:
-        return f"ClosureOptimizer({self.optimizer!r})"
-
-
 def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
     """One automatic-optimization batch of a module that overrides ``optimizer_step``."""
     t = training.t
@@ -233,7 +210,7 @@ def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int
         outputs.append(out)
         return loss.detach() if loss is not None else None
 
-    module.optimizer_step(t.current_epoch, batch_idx, ClosureOptimizer(training, opt), optimizer_closure)
+    module.optimizer_step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
     if not outputs:
         raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
                                  "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "

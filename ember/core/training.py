@@ -35,15 +35,21 @@ if TYPE_CHECKING:
 
 class ManualOptimizer:
     """What ``self.optimizers()`` returns under manual optimization: ``step()`` runs the precision's and
-    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``."""
+    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``.
 
-    def __init__(self, training: TrainingLoop, optimizer: torch.optim.Optimizer) -> None:
+    With ``clip=True, count=False`` it is the optimizer handed to a module's own ``optimizer_step`` override:
+    ``step(closure)`` runs the closure, then the loop's step (unscale, ``on_before_optimizer_step``, clipping, the
+    precision's and strategy's step); the override's call counts the step."""
+
+    def __init__(self, training: TrainingLoop, optimizer: torch.optim.Optimizer, clip: bool = False,
+                 count: bool = True) -> None:
         self.training = training
         self.optimizer = optimizer
+        self._clip, self._count = clip, count
 
     def step(self, closure: Any = None) -> Any:
         result = closure() if closure is not None else None
-        self.training.optimizer_step(self.optimizer, clip=False)
+        self.training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
         return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -53,7 +59,7 @@ class ManualOptimizer:
         return getattr(self.optimizer, name)
 
     def __repr__(self) -> str:
-        return f"ManualOptimizer({self.optimizer!r})"
+        return f"{type(self).__name__}({self.optimizer!r})"
 
 
 class TrainingLoop:
@@ -249,6 +255,10 @@ class TrainingLoop:
             h.backward(trainer=t, loss=loss, optimizer=optimizer)
         if h.on_after_backward is not None:
             h.on_after_backward(trainer=t, module=t.module)
+
+    def closure_optimizer(self, optimizer: torch.optim.Optimizer) -> ManualOptimizer:
+        """The optimizer handed to a module's ``optimizer_step`` override (see :class:`ManualOptimizer`)."""
+        return ManualOptimizer(self, optimizer, clip=True, count=False)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True) -> None:
         """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization: the module's
