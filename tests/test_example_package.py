@@ -56,8 +56,10 @@ class FreshEnv:
         self.example = root / "src" / "ember-plugin-example"
 
     def env(self, **extra: str) -> dict[str, str]:
+        # PYTEST_*: an xdist worker's variables would make the nested pytest act as a worker (pytest-benchmark
+        # then warns, and the warning is an error)
         env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("EMBER_", "PYTHON", "COV_CORE")) and k != "VIRTUAL_ENV"}
+               if not k.startswith(("EMBER_", "PYTHON", "COV_CORE", "PYTEST_")) and k != "VIRTUAL_ENV"}
         env.update(PYTHONNOUSERSITE="1", PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", **extra)
         return env
 

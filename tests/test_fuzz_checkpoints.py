@@ -31,7 +31,6 @@ from ember.testing import TinyClassifier, tiny_loaders
 QUIET = {"accelerator": "cpu",
          "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
          "enable_checkpointing": False}
-TRIED: dict[str, int] = {}
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +150,7 @@ def test_corrupted_and_truncated_single_file_checkpoints(work: dict, tmp_path: P
             outcomes[result] += 1
         else:
             failures.append(f"{what}: {result}")
-    TRIED["single-file corruptions"] = sum(outcomes.values()) + len(failures)
+    assert sum(outcomes.values()) + len(failures) >= 300  # variants tried
     assert not failures, "\n".join(failures[:10])
     assert outcomes["error"] > 250  # nearly every change is caught; harmless ones (padding) load the original
 
@@ -175,7 +174,7 @@ def test_malicious_single_file_checkpoints_run_nothing(work: dict, tmp_path: Pat
     torch.save({"format_version": 1, "state_dict": {}, "x": payloads(marker)[0]}, path)
     with pytest.raises(ember.CheckpointError, match=r"weights-only load refuses.*io\.open.*Nothing in it was run"):
         TinyClassifier.load_from_checkpoint(path)
-    TRIED["single-file malicious"] = count + 1
+    assert count >= 80
     assert not failures, "\n".join(failures[:10])
 
 
@@ -233,7 +232,7 @@ def test_corrupted_and_truncated_sharded_checkpoints(work: dict, tmp_path: Path)
             outcomes[result] += 1
         else:
             failures.append(f"{name} {what}: {result}")
-    TRIED["sharded corruptions"] = len(variants)
+    assert len(variants) >= 150
     assert not failures, "\n".join(failures[:10])
     assert outcomes["error"] > 100
 
@@ -263,7 +262,7 @@ def test_malicious_sharded_checkpoints_run_nothing(work: dict, tmp_path: Path, m
                 result = outcome(load, None, str(folder))
                 if result != "error":
                     failures.append(f"payload {i} in {target}: {result}")
-    TRIED["sharded malicious"] = count
+    assert count >= 160
     assert not failures, "\n".join(failures[:10])
 @needs_fsdp
 def test_a_malicious_value_inside_the_shards_runs_nothing(work: dict, tmp_path: Path, marker: Path) -> None:
@@ -282,7 +281,6 @@ def test_a_malicious_value_inside_the_shards_runs_nothing(work: dict, tmp_path: 
                      lambda f=folder: sharded_checkpoint.consolidate(f, f / "out.ckpt")):
             with pytest.raises(ember.CheckpointError, match="not plain data a weights-only load can rebuild"):
                 load()
-    TRIED["sharded malicious values"] = 2 * len(payloads(marker))
 @needs_fsdp
 def test_metadata_naming_files_outside_the_directory_is_refused(work: dict, tmp_path: Path) -> None:
     from torch.distributed.checkpoint.filesystem import _StorageInfo
@@ -322,11 +320,4 @@ def test_consolidate_reads_a_verified_checkpoint(work: dict, tmp_path: Path, cap
     assert ember_cli(["consolidate", str(damaged), str(tmp_path / "x.ckpt")]) == 1
     assert "__0_0.distcp is damaged: its content does not match the SHA-256" in capsys.readouterr().err
     assert not (tmp_path / "x.ckpt").exists()
-
-
-def test_enough_variants_were_tried() -> None:
-    if len(TRIED) < 5:
-        pytest.skip("runs after the whole module")
-    print(TRIED, sum(TRIED.values()))
-    assert sum(TRIED.values()) >= 500, TRIED
 

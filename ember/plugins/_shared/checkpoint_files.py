@@ -100,6 +100,7 @@ def atomic_link(source: str, path: str) -> None:
     if source == path:
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
+    _check_replaceable(path)
     _remove_stale_temporaries(path)
     tmp = _tmp_name(path)
     try:
@@ -108,7 +109,7 @@ def atomic_link(source: str, path: str) -> None:
         _atomic_write(path, lambda f: _copy_bytes(source, f), os.path.getsize(source))
         return
     try:
-        os.replace(tmp, path)
+        _replace(tmp, path)
         if os.path.lexists(tmp):  # path was already a link to source: rename does nothing and keeps both names
             os.remove(tmp)
     except BaseException:
@@ -116,6 +117,39 @@ def atomic_link(source: str, path: str) -> None:
             os.remove(tmp)
         raise
     _fsync_dir(os.path.dirname(path))
+
+
+def is_sharded_directory(path: str | os.PathLike) -> bool:
+    """True when ``path`` is a sharded checkpoint (a directory with torch.distributed.checkpoint's ``.metadata``)."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, ".metadata"))
+
+
+def _check_replaceable(path: str) -> None:
+    """A file write may replace a file, or a sharded checkpoint directory (e.g. the ``last.ckpt`` an earlier
+    sharded run left in the same folder); any other directory at ``path`` is refused, before any work."""
+    if os.path.isdir(path) and not is_sharded_directory(path):
+        raise CheckpointError(f"cannot write the checkpoint file {path}: a directory of that name is in the way, and "
+                              "it is not a checkpoint (no .metadata file in it). Move or remove it, or write "
+                              "checkpoints elsewhere (ModelCheckpoint(dirpath=...) or Trainer(default_root_dir=...)).")
+
+
+def _replace(tmp: str, path: str) -> None:
+    """``os.replace(tmp, path)``; a sharded checkpoint directory at ``path`` is replaced too: moved aside under a
+    hidden name, the file renamed into place, then the directory deleted. The new file is complete before the old
+    directory goes; a crash between the two renames leaves the directory under its hidden name."""
+    if not os.path.isdir(path):
+        os.replace(tmp, path)
+        return
+    _check_replaceable(path)
+    aside = f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.replaced"
+    os.replace(path, aside)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(aside, path)
+        raise
+    log.info("replaced the sharded checkpoint directory %s with a single-file checkpoint", path)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _copy_bytes(source: str, f: Any) -> None:
@@ -134,6 +168,7 @@ def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
+    _check_replaceable(path)
     _remove_stale_temporaries(path)
     tmp = _tmp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -142,7 +177,7 @@ def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        _replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.remove(tmp)
@@ -207,9 +242,12 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
     """``torch.load`` to the CPU, with every failure reported as a CheckpointError naming ``path``."""
     if not os.path.exists(path):
         raise CheckpointError(f"no checkpoint at {path}: the file does not exist.")
+    if is_sharded_directory(path):
+        raise CheckpointError(f"{path} is a sharded checkpoint (a directory, written by strategy='fsdp'), which this "
+                              "run does not read: it does not shard. Resume from it with Trainer(strategy='fsdp'), "
+                              f"or turn it into one file with `ember consolidate {path} OUTPUT.ckpt` and pass that.")
     if os.path.isdir(path):
-        raise CheckpointError(f"{path} is a directory, not a checkpoint file (a sharded checkpoint is read by the "
-                              "strategy that wrote it).")
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file.")
     size = os.path.getsize(path)
     if size == 0:
         raise CheckpointError(f"{path} is empty (0 bytes): its write never completed. Use an earlier checkpoint."

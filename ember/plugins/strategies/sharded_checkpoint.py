@@ -36,7 +36,7 @@ import torch
 
 from ember.core.errors import CheckpointError
 from ember.plugins._shared import integrity
-from ember.plugins._shared.checkpoint_files import _disk_full_cause, disk_full_error, safe_load
+from ember.plugins._shared.checkpoint_files import _disk_full_cause, disk_full_error, is_sharded_directory, safe_load
 
 log = logging.getLogger("ember")
 
@@ -48,7 +48,7 @@ _CHECKSUMS = "sharded_checksums"
 
 def is_sharded(path: str | os.PathLike) -> bool:
     """True when ``path`` is a sharded checkpoint directory."""
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, ".metadata"))
+    return is_sharded_directory(path)
 
 
 def _dist() -> Any:
@@ -114,6 +114,10 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
     path = os.fspath(path)
+    if os.path.isdir(path) and not is_sharded(path):
+        raise CheckpointError(f"cannot write the sharded checkpoint {path}: a directory of that name is in the way, "
+                              "and it is not a checkpoint (no .metadata file in it). Move or remove it, or write "
+                              "checkpoints elsewhere (ModelCheckpoint(dirpath=...) or Trainer(default_root_dir=...)).")
     dist = _dist()
     rank = dist.get_rank() if dist is not None else 0
     tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}")
@@ -142,13 +146,21 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
     _write_checksums(tmp, rank)
     if rank == 0:
         old = path + ".old"
-        if os.path.exists(path):
-            if os.path.exists(old):
-                shutil.rmtree(old)
+        if os.path.exists(path):  # a previous sharded checkpoint, or a single file (e.g. an earlier run's last.ckpt)
+            _delete(old)
             os.replace(path, old)
         os.replace(tmp, path)
-        shutil.rmtree(old, ignore_errors=True)
+        _delete(old)
     _barrier()
+
+
+def _delete(path: str) -> None:
+    """Remove a file or a directory tree at ``path``, if any."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
 
 
 def remove(path: str | os.PathLike, rank: int) -> None:
