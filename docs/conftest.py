@@ -41,3 +41,12 @@ def trainer(model: TinyClassifier, train_loader: DataLoader, val_loader: DataLoa
     trainer = ember.Trainer(**FAST_TRAINER_ARGS, default_root_dir=tmp_path)
     trainer.fit(model, train_loader, val_loader)
     return trainer
+
+
+@pytest.fixture
+def fsdp() -> None:
+    """A block about FSDP: it needs torch.distributed.fsdp.fully_shard (torch 2.6 and later), else it skips."""
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        pytest.skip("FSDP needs torch >= 2.6 (torch.distributed.fsdp.fully_shard)")

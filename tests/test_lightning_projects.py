@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import ember.lightning as L
 
@@ -93,6 +94,10 @@ ROUNDED: dict[tuple[str, str], str] = {
 }
 
 
+#: The weights are compared bitwise on the torch the fixture was recorded with.
+RECORDED_ON_THIS_TORCH = torch.__version__.split("+")[0] == FIXTURE["torch"].split("+")[0]
+
+
 def _comparable(calls: list[list[Any]]) -> list[list[Any]]:
     for _, _, view in DIFFERENCES:
         calls = view(calls)
@@ -125,7 +130,10 @@ def test_project_matches_lightning(name: str, tmp_path: Path) -> None:
             assert ours["returned"][key] == value, f"{name}: {key}"
     assert sorted(ours["returned"]) == sorted(theirs["returned"])
     assert _comparable(ours["calls"]) == _comparable(theirs["calls"]), f"{name}: hook calls"
-    assert ours["weights"] == theirs["weights"], f"{name}: final weights differ"
+    if RECORDED_ON_THIS_TORCH:
+        assert ours["weights"] == theirs["weights"], f"{name}: final weights differ"
+    else:  # another torch's kernels may round the last bit differently: the same weights, to float32 precision
+        assert _close(ours["weights"], theirs["weights"]), f"{name}: final weights differ"
 
 
 def test_differences_are_still_there(tmp_path: Path) -> None:

@@ -57,12 +57,24 @@ def sequential(loader: Any, stage: str) -> Any:
                                  "without shuffling; pass a DataLoader with shuffle=False.")
     warnings.warn(f"Trainer(overfit_batches=...) turns off the shuffling of the {stage} DataLoader, so that every "
                   "epoch sees the same batches.", UserWarning, stacklevel=4)
-    return torch.utils.data.DataLoader(
-        loader.dataset, batch_size=loader.batch_size, shuffle=False, num_workers=loader.num_workers,
-        collate_fn=loader.collate_fn, pin_memory=loader.pin_memory, drop_last=loader.drop_last,
-        timeout=loader.timeout, worker_init_fn=loader.worker_init_fn, generator=loader.generator,
-        prefetch_factor=loader.prefetch_factor, persistent_workers=loader.persistent_workers,
-        pin_memory_device=loader.pin_memory_device, in_order=loader.in_order)
+    return torch.utils.data.DataLoader(**loader_arguments(loader), batch_size=loader.batch_size, shuffle=False,
+                                       drop_last=loader.drop_last)
+
+
+def loader_arguments(loader: torch.utils.data.DataLoader) -> dict[str, Any]:
+    """The arguments that rebuild ``loader`` apart from how it batches and samples (``in_order`` only where this
+    torch has it: 2.6 and later)."""
+    kwargs: dict[str, Any] = {
+        "dataset": loader.dataset, "num_workers": loader.num_workers, "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory, "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context, "generator": loader.generator,
+        "persistent_workers": loader.persistent_workers, "pin_memory_device": loader.pin_memory_device,
+    }
+    if hasattr(loader, "in_order"):
+        kwargs["in_order"] = loader.in_order
+    if loader.num_workers > 0:
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+    return kwargs
 
 
 def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:

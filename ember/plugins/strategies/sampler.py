@@ -21,6 +21,7 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
+from ember.core.data import loader_arguments
 from ember.core.errors import ConfigurationError
 from ember.core.plugin_manager import EmberWarning
 
@@ -108,16 +109,7 @@ def shard_loader(loader: Any, num_replicas: int, rank: int, stage: str) -> Any:
     sampler = sampler_for(loader, num_replicas, rank, stage)
     if sampler is None:
         return loader
-    kwargs: dict[str, Any] = {
-        "dataset": loader.dataset, "num_workers": loader.num_workers, "collate_fn": loader.collate_fn,
-        "pin_memory": loader.pin_memory, "timeout": loader.timeout, "worker_init_fn": loader.worker_init_fn,
-        "multiprocessing_context": loader.multiprocessing_context, "generator": loader.generator,
-        "persistent_workers": loader.persistent_workers, "pin_memory_device": loader.pin_memory_device,
-    }
-    if hasattr(loader, "in_order"):
-        kwargs["in_order"] = loader.in_order
-    if loader.num_workers > 0:
-        kwargs["prefetch_factor"] = loader.prefetch_factor
+    kwargs = loader_arguments(loader)
     if loader.batch_size is not None:
         kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last, sampler=sampler)
     elif type(loader.batch_sampler) is BatchSampler:
