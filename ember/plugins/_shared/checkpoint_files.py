@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import logging
 import os
 import pickle
@@ -71,9 +70,16 @@ def _remove_stale_temporaries(path: str) -> None:
     """Remove temporary files of earlier saves to ``path`` whose writer (on this host) no longer runs."""
     if os.name != "posix":  # os.kill(pid, 0) probes a process on POSIX only
         return
-    prefix = _tmp_prefix(path)
-    for tmp in glob.glob(glob.escape(prefix) + "*.tmp"):
-        parts = tmp[len(prefix):-len(".tmp")].rsplit("-", 2)  # host-pid-token
+    directory, start = os.path.split(_tmp_prefix(path))
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:  # a plain listing: glob would compile a pattern for every destination (every write)
+        if not (name.startswith(start) and name.endswith(".tmp")) or len(name) <= len(start) + len(".tmp"):
+            continue
+        tmp = os.path.join(directory, name)
+        parts = name[len(start):-len(".tmp")].rsplit("-", 2)  # host-pid-token
         if len(parts) != 3 or parts[0] != _host() or not parts[1].isdigit():
             continue
         pid = int(parts[1])
