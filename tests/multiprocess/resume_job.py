@@ -137,3 +137,10 @@ def fsdp_parts(out: str, rank: int, result: dict, weights: dict) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    # Known open defect: a worker of this job sometimes aborts after its results are written, in C++ static
+    # destruction at interpreter exit ("terminate called without an active exception"; every process group is
+    # destroyed and only Python threads remain by then). Until it is found, the job ends its workers here, after
+    # flushing, so the test checks the training results; the abort is tracked separately.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
