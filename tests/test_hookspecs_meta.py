@@ -253,7 +253,7 @@ def test_plugin_authors_see_a_typed_trainer(tmp_path: Path) -> None:
         def on_train_start(self, trainer: TrainerLike) -> None:
             seen.append(isinstance(trainer, TrainerLike) and trainer.world_size == 1 and trainer.global_step == 0)
 
-    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, callbacks=[Check()], logger=False,
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=1, limit_train_batches=1, callbacks=[Check()], logger=False,
                             enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
                             default_root_dir=str(tmp_path))
     trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])

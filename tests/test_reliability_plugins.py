@@ -161,7 +161,7 @@ def test_an_error_raised_in_a_plugins_wrapper_names_the_plugin(ember_distributio
 
     ember_distribution("wrap-dist", entry_points={"ember.autoload": {"callback.wraps": value}},
                        modules={"wrap_mod.py": source})
-    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), logger=False, enable_progress_bar=False,
+    trainer = ember.Trainer(accelerator="cpu", max_epochs=1, default_root_dir=str(tmp_path), logger=False, enable_progress_bar=False,
                             enable_model_summary=False, enable_checkpointing=False)
     with pytest.raises(RuntimeError, match="wrapper failed") as info:
         trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
