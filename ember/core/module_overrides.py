@@ -201,12 +201,7 @@ def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int
             out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
                          dataloader_idx=0, stage="train")
             loss = loss_of(out)
-            if batch_idx % k == 0:
-                if h.on_before_zero_grad is not None:
-                    h.on_before_zero_grad(trainer=t, module=module, optimizer=opt)
-                h.zero_grad(trainer=t, module=module, optimizer=opt)
-            if loss is not None:
-                training.backward(loss / k if k > 1 else loss, opt)
+            training.zero_grad_and_backward(loss, opt, batch_idx)
         outputs.append(out)
         return loss.detach() if loss is not None else None
 

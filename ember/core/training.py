@@ -209,28 +209,31 @@ class TrainingLoop:
         k = t.config.accumulate_grad_batches
         out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
                      dataloader_idx=0, stage="train")
-        loss: torch.Tensor | None = None
-        if out is None:  # skips backward only: zero_grad and the optimizer step keep their schedule (Lightning)
-            out = {}
-        elif isinstance(out, torch.Tensor):
-            loss = out
-        elif isinstance(out, dict) and "loss" in out:
-            loss = out["loss"]
+        if isinstance(out, torch.Tensor):  # the common case, without a call
+            loss: torch.Tensor | None = out
         else:
-            raise ConfigurationError(f"training_step returned {type(out).__name__}; return the loss tensor, a dict "
-                                     "with a 'loss' key, or None to skip the batch.")
+            loss = module_overrides.loss_of(out)
+            if out is None:  # skips backward only: zero_grad and the optimizer step keep their schedule (Lightning)
+                out = {}
         if not t.optimizers:
             return out
         opt = t.optimizers[0]
+        self.zero_grad_and_backward(loss, opt, batch_idx)
+        if is_last or (batch_idx + 1) % k == 0:
+            self.optimizer_step(opt, clip=True)
+        return out
+
+    def zero_grad_and_backward(self, loss: torch.Tensor | None, opt: Any, batch_idx: int) -> None:
+        """Zero the gradients on the first batch of an accumulation window, then backward of ``loss`` divided by
+        the window's length (no backward when ``training_step`` returned None)."""
+        t = self.t
+        h, module, k = t.hook, t.module, t.config.accumulate_grad_batches
         if batch_idx % k == 0:
             if h.on_before_zero_grad is not None:
                 h.on_before_zero_grad(trainer=t, module=module, optimizer=opt)
             h.zero_grad(trainer=t, module=module, optimizer=opt)
         if loss is not None:
             self.backward(loss / k if k > 1 else loss, opt)
-        if is_last or (batch_idx + 1) % k == 0:
-            self.optimizer_step(opt, clip=True)
-        return out
 
     def manual_batch(self, batch: Any, batch_idx: int, is_last: bool) -> Any:
         t = self.t
