@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import os
 import pickle
@@ -62,24 +63,34 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+@functools.lru_cache(maxsize=1)
 def _host() -> str:
     return socket.gethostname().replace(".", "_") or "host"
 
 
+#: Directories this process has already cleared of dead processes' temporary files (see below).
+_CLEARED: set[str] = set()
+
+
 def _remove_stale_temporaries(path: str) -> None:
-    """Remove temporary files of earlier saves to ``path`` whose writer (on this host) no longer runs."""
+    """Remove the temporary files that processes of this host which no longer run left in ``path``'s directory
+    (a write they never finished), once per directory and process: the first write of a process into a
+    directory clears it, and later writes skip the listing (a checkpoint every epoch would list the directory
+    every epoch, on the writer thread)."""
     if os.name != "posix":  # os.kill(pid, 0) probes a process on POSIX only
         return
-    directory, start = os.path.split(_tmp_prefix(path))
+    directory = os.path.dirname(path)
+    if directory in _CLEARED:
+        return
     try:
         names = os.listdir(directory)
     except OSError:
         return
-    for name in names:  # a plain listing: glob would compile a pattern for every destination (every write)
-        if not (name.startswith(start) and name.endswith(".tmp")) or len(name) <= len(start) + len(".tmp"):
+    _CLEARED.add(directory)
+    for name in names:  # .<destination>.<host>-<pid>-<token>.tmp
+        if not (name.startswith(".") and name.endswith(".tmp")):
             continue
-        tmp = os.path.join(directory, name)
-        parts = name[len(start):-len(".tmp")].rsplit("-", 2)  # host-pid-token
+        parts = name[1:-len(".tmp")].rsplit(".", 1)[-1].rsplit("-", 2)
         if len(parts) != 3 or parts[0] != _host() or not parts[1].isdigit():
             continue
         pid = int(parts[1])
@@ -89,7 +100,7 @@ def _remove_stale_temporaries(path: str) -> None:
             os.kill(pid, 0)
         except ProcessLookupError:
             with contextlib.suppress(OSError):
-                os.remove(tmp)
+                os.remove(os.path.join(directory, name))
         except OSError:  # alive under another user, or unknowable: leave it
             continue
 
@@ -105,12 +116,15 @@ def atomic_link(source: str, path: str) -> None:
     source, path = os.path.abspath(source), os.path.abspath(path)
     if source == path:
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     _check_replaceable(path)
     _remove_stale_temporaries(path)
     tmp = _tmp_name(path)
     try:
-        os.link(source, tmp)
+        try:
+            os.link(source, tmp)
+        except FileNotFoundError:  # the destination's directory does not exist yet
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            os.link(source, tmp)
     except OSError:  # another device, or a file system without hard links
         _atomic_write(path, lambda f: _copy_bytes(source, f), os.path.getsize(source))
         return
@@ -143,9 +157,12 @@ def _replace(tmp: str, path: str) -> None:
     """``os.replace(tmp, path)``; a sharded checkpoint directory at ``path`` is replaced too: moved aside under a
     hidden name, the file renamed into place, then the directory deleted. The new file is complete before the old
     directory goes; a crash between the two renames leaves the directory under its hidden name."""
-    if not os.path.isdir(path):
+    try:
         os.replace(tmp, path)
         return
+    except OSError:
+        if not os.path.isdir(path):
+            raise
     _check_replaceable(path)
     aside = f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.replaced"
     os.replace(path, aside)
@@ -173,13 +190,20 @@ def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None
     written, or its size in bytes) sizes the error of a full disk."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
     _check_replaceable(path)
     _remove_stale_temporaries(path)
     tmp = _tmp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     try:
-        with os.fdopen(fd, "wb") as f:
+        fd = os.open(tmp, flags, 0o666)
+    except FileNotFoundError:  # the first file of a new directory
+        os.makedirs(directory, exist_ok=True)
+        _remove_stale_temporaries(path)
+        fd = os.open(tmp, flags, 0o666)
+    try:
+        # A large buffer: torch.save writes a record at a time, and each system call lets the training thread
+        # and this one trade the interpreter lock; a small checkpoint goes out in one write.
+        with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
@@ -193,6 +217,9 @@ def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None
         raise
     _fsync_dir(directory)
 
+
+#: Bytes buffered per write to a checkpoint file.
+_WRITE_BUFFER = 4 << 20
 
 _DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
