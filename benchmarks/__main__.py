@@ -93,12 +93,13 @@ def main(argv: list[str] | None = None) -> None:
             skipped.append(f"torch.compile: skipped ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})")
         note("\n")
     if "gpu" in args.only:
-        from benchmarks.gpu import gpu_group
+        from benchmarks.gpu import LMConfig, gpu_groups
 
+        note("[gpu] ")
         gpu_loops = [loop for loop in loops if loop.startswith(("ember", "lightning"))]
-        g = gpu_group(harness.CLOCKS["wall"], repeats, gpu_loops, steps=20 if args.quick else 50)
-        if g is not None:
-            groups.append(g)
+        config = LMConfig(steps=20, epochs=2) if args.quick else LMConfig()
+        groups += gpu_groups(harness.CLOCKS["wall"], repeats, gpu_loops, config)
+        note("\n")
     calls = {}
     if "steps" in args.only and "tiny" in args.workloads:
         note("[calls] ")

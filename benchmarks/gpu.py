@@ -1,20 +1,30 @@
-"""On a CUDA GPU: a small transformer language model under bf16-mixed precision, tokens per second of
-ember (nothing on, and defaults on) and Lightning against a raw ``torch.autocast`` loop.
+"""On a CUDA GPU: a small transformer language model, side by side in one run: the raw loop, ember with nothing on
+and with its defaults, Lightning with nothing on and with its defaults; under bf16-mixed and under 16-mixed (a
+fused AdamW, so that the gradient scaler's checks can stay on the device), and compiled with ``torch.compile``.
 
-The batches come from a pinned-memory DataLoader and are moved with ``non_blocking=True`` by every loop;
-each timed run ends with ``torch.cuda.synchronize()``.
+Every run trains several epochs, so the defaults write a checkpoint at the end of each one (the checkpoint
+stall is part of what is measured). The batches come from a pinned-memory DataLoader and are moved with
+``non_blocking=True`` by every loop; each timed run ends with ``torch.cuda.synchronize()``. Next to the time,
+each row shows tokens per second and the host-device synchronisations per training step, counted with
+``torch.cuda.set_sync_debug_mode("warn")`` over a separate short run (every synchronising call warns once).
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from benchmarks import frameworks, workloads
+from benchmarks import frameworks, harness, workloads
 from benchmarks.harness import Group, Sample, interleave
+
+#: The precisions compared, with the autocast dtype of the raw loop and whether it scales the loss.
+PRECISIONS = {"bf16-mixed": (torch.bfloat16, False), "16-mixed": (torch.float16, True)}
 
 
 class TinyLM(torch.nn.Module):
@@ -38,47 +48,160 @@ class TinyLM(torch.nn.Module):
         return self.head(h).transpose(1, 2)  # (batch, vocab, time), as cross_entropy wants
 
 
-def lm(steps: int = 50, batch: int = 16, seq: int = 256, vocab: int = 8192) -> workloads.Workload:
+@attrs.frozen
+class LMConfig:
+    """The language model's sizes and how long a timed run trains."""
+
+    steps: int = 50  # per epoch
+    epochs: int = 4
+    batch: int = 16
+    seq: int = 256
+    vocab: int = 8192
+    width: int = 512
+    layers: int = 6
+
+    @classmethod
+    def smoke(cls) -> LMConfig:
+        """A model small enough to check the machinery on a CPU (not a measurement)."""
+        return cls(steps=4, epochs=2, batch=2, seq=16, vocab=64, width=32, layers=1)
+
+
+def lm(config: LMConfig = LMConfig(), device: str = "cuda", precision: str = "bf16-mixed") -> workloads.Workload:
     g = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, vocab, (steps * batch, seq + 1), generator=g)
-    loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=batch, shuffle=True,
-                        pin_memory=True)
+    tokens = torch.randint(0, config.vocab, (config.steps * config.batch, config.seq + 1), generator=g)
+    loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=config.batch, shuffle=True,
+                        pin_memory=device.startswith("cuda"))
 
     def net() -> torch.nn.Module:
-        return TinyLM(vocab=vocab, seq=seq)
+        return TinyLM(vocab=config.vocab, width=config.width, layers=config.layers, heads=4 if config.width < 128
+                      else 8, seq=config.seq)
 
     def opt(n: torch.nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.AdamW(n.parameters(), lr=3e-4, fused=True)
+        # fused: the step takes the gradient scaler's scale and inf flag on the device (no sync under 16-mixed)
+        return torch.optim.AdamW(n.parameters(), lr=3e-4, fused=device.startswith("cuda"))
 
-    return workloads.Workload("lm", f"transformer LM 6x512, seq {seq}, batch {batch}, bf16-mixed", net,
-                              lambda: (loader, None), opt)
+    title = (f"transformer LM {config.layers}x{config.width}, seq {config.seq}, batch {config.batch}, "
+             f"{config.epochs} epochs of {config.steps} steps, {precision}")
+    return workloads.Workload("lm", title, net, lambda: (loader, None), opt, epochs=config.epochs)
 
 
-def gpu_group(clock: Any, repeats: int, loops: list[str], steps: int = 50, batch: int = 16,
-              seq: int = 256) -> Group | None:
-    if not torch.cuda.is_available():
-        return None
-    w = lm(steps=steps, batch=batch, seq=seq)
-    runs = []
+def raw_run(w: workloads.Workload, clock: workloads.Clock, device: str, precision: str,
+            compiled: bool = False) -> float:
+    """The loop a user writes with ``torch.autocast`` (and a ``GradScaler`` under 16-mixed)."""
+    dtype, scaled = PRECISIONS[precision]
+    net = w.make_net().to(device)
+    opt = w.make_optimizer(net)
+    model: Callable[..., torch.Tensor] = torch.compile(net) if compiled else net
+    scaler = torch.amp.GradScaler(device.split(":")[0]) if scaled else None
+    train, _ = w.make_data()
+    start = clock()
+    for _ in range(w.epochs):
+        for x, y in train:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with torch.autocast(device.split(":")[0], dtype=dtype):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return clock() - start
+
+
+class Compiled(torch.nn.Module):
+    """A network whose forward runs through ``torch.compile`` (as a user who compiles the model would)."""
+
+    def __init__(self, net: torch.nn.Module) -> None:
+        super().__init__()
+        self.net = net
+        self.compiled = torch.compile(net)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.compiled(x)
+
+
+def loops_for(w: workloads.Workload, clock: workloads.Clock, device: str, precision: str, loops: list[str],
+              compiled: bool = False) -> list[tuple[str, harness.Run]]:
+    accelerator = device.split(":")[0]
+    runs: list[tuple[str, harness.Run]] = []
     for loop in loops:
-        if loop in ("ember", "ember+defaults"):
-            runs.append((loop, _ember(w, clock, loop)))
-        elif loop in ("lightning", "lightning+defaults"):
-            runs.append((loop, _lightning(w, clock, loop)))
-    group = interleave(lambda: workloads.raw_run(w, clock, device="cuda", autocast=torch.bfloat16), runs,
-                       w.steps(), repeats, base_label="raw (autocast bf16)")
-    def with_rate(sample: Sample) -> Sample:
-        return attrs.evolve(sample, note=f"{batch * seq / sample.median / 1e3:,.0f}k tokens/s")
-
-    return Group(f"GPU: {w.title}, {w.steps()} steps", with_rate(group.baseline),
-                 [with_rate(s) for s in group.samples])
-
-
-def _ember(w: workloads.Workload, clock: Any, loop: str) -> Any:
-    return lambda: frameworks.ember_run(w, clock, defaults=loop.endswith("defaults"), device="cuda",
-                                        precision="bf16-mixed")
+        defaults = loop.endswith("defaults")
+        net = (lambda: Compiled(w.make_net())) if compiled else (lambda: None)
+        label = loop + (" (compiled)" if compiled else "")
+        if loop.startswith("ember"):
+            runs.append((label, lambda d=defaults, n=net: frameworks.ember_run(
+                w, clock, defaults=d, device=accelerator, precision=precision, net=n())))
+        elif loop.startswith("lightning") and frameworks.lightning_module() is not None and not compiled:
+            runs.append((label, lambda d=defaults: frameworks.lightning_run(
+                w, clock, defaults=d, device=accelerator, precision=precision)))
+    return runs
 
 
-def _lightning(w: workloads.Workload, clock: Any, loop: str) -> Any:
-    return lambda: frameworks.lightning_run(w, clock, defaults=loop.endswith("defaults"), device="cuda",
-                                            precision="bf16-mixed")
+@contextlib.contextmanager
+def counting_syncs() -> Iterator[list[int]]:
+    """Count host-device synchronisations: with the sync debug mode at "warn", every synchronising CUDA call
+    warns once. Yields a one-item list that holds the count when the block ends."""
+    count = [0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield count
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    count[0] = sum("synchroniz" in str(w.message) for w in caught)
+
+
+def syncs_per_step(runs_of: Callable[[workloads.Workload], dict[str, harness.Run]], config: LMConfig,
+                   device: str, precision: str, steps: int = 10) -> dict[str, float]:
+    """Synchronisations per training step of each loop, marginal: one epoch of ``2 * steps`` steps minus one of
+    ``steps`` steps, divided by ``steps``, so that what a fit or an epoch does once (set-up, the model summary, a
+    checkpoint's copy, the epoch's metrics) cancels out."""
+    counts: dict[str, list[int]] = {}
+    for n in (steps, 2 * steps):
+        w = lm(attrs.evolve(config, steps=n, epochs=1), device, precision)
+        for label, run in runs_of(w).items():
+            with harness.silenced(), counting_syncs() as count:
+                run()
+            counts.setdefault(label, []).append(count[0])
+    return {label: (two - one) / steps for label, (one, two) in counts.items()}
+
+
+def gpu_groups(clock: Any, repeats: int, loops: list[str], config: LMConfig = LMConfig(), device: str = "cuda",
+               precisions: tuple[str, ...] = tuple(PRECISIONS), compile_too: bool = True,
+               count_syncs: bool = True) -> list[Group]:
+    """One group per precision (and one compiled, bf16-mixed): every loop against the raw loop."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        return []
+    cases = [(p, False) for p in precisions] + ([("bf16-mixed", True)] if compile_too else [])
+    groups = []
+    for precision, compiled in cases:
+        w = lm(config, device, precision)
+        raw: harness.Run = lambda w=w, p=precision, c=compiled: raw_run(w, clock, device, p, c)  # noqa: E731
+        runs = loops_for(w, clock, device, precision, loops, compiled)
+        group = interleave(raw, runs, w.steps(), repeats, base_label="raw" + (" (compiled)" if compiled else ""))
+        syncs: dict[str, float] = {}
+        if count_syncs and device.startswith("cuda"):
+            def runs_of(sw: workloads.Workload, p: str = precision, c: bool = compiled,
+                        label: str = group.baseline.label) -> dict[str, harness.Run]:
+                return {label: lambda: raw_run(sw, clock, device, p, c), **dict(loops_for(sw, clock, device, p,
+                                                                                          loops, c))}
+
+            syncs = syncs_per_step(runs_of, config, device, precision)
+        tokens = config.batch * config.seq
+
+        def note(sample: Sample, syncs: dict[str, float] = syncs, tokens: int = tokens) -> Sample:
+            text = f"{tokens / sample.median / 1e3:,.0f}k tokens/s"
+            if sample.label in syncs:
+                text += f", {syncs[sample.label]:.2f} syncs/step"
+            return attrs.evolve(sample, note=text)
+
+        title = f"GPU: {w.title}" + (", torch.compile" if compiled else "") + f", {w.steps()} steps"
+        groups.append(Group(title, note(group.baseline), [note(s) for s in group.samples],
+                            steps_per_epoch=config.steps))
+    return groups

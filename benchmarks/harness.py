@@ -145,7 +145,9 @@ def format_table(groups: Sequence[Group], unit: str = "us/step") -> str:
     for g in groups:
         lines.append(g.title)
         b = g.baseline
-        lines.append(f"  {b.label:42} {_spread(b.times):>32} {'':>12} {'1.000':>7} {'1.000':>14}")
+        blank = f" {'':18}" if g.steps_per_epoch else ""
+        lines.append(f"  {b.label:42} {_spread(b.times):>32} {'':>12} {'1.000':>7} {'1.000':>14}"
+                     + (f"{blank}  {b.note}" if b.note else ""))
         for s in g.samples:
             per_epoch = f" {s.overhead() * g.steps_per_epoch * 1e3:18.2f}" if g.steps_per_epoch else ""
             lines.append(f"  {s.label:42} {_spread(s.times):>32} {us(s.overhead()):>12} {s.ratio():7.3f} "

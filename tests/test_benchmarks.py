@@ -115,3 +115,43 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     assert set(group["loops"]) == {"ember, validation only", "ember+defaults, no checkpoint",
                                    "ember+defaults, synchronous checkpoint", "ember+defaults"}
     assert "overhead ms/epoch" in proc.stdout
+
+
+def test_the_gpu_section_compares_every_loop_per_precision_on_a_smoke_model() -> None:
+    """The GPU section's machinery (both precisions, the compiled group, the per-epoch column, the notes) on a
+    model small enough for a CPU; the figures themselves need a GPU."""
+    import time
+
+    from benchmarks import gpu
+
+    groups = gpu.gpu_groups(time.process_time, 1, ["ember", "ember+defaults"], gpu.LMConfig.smoke(), device="cpu",
+                            count_syncs=False)
+    titles = [g.title for g in groups]
+    assert [("bf16-mixed" in t, "16-mixed" in t and "bf16" not in t, "torch.compile" in t) for t in titles] == [
+        (True, False, False), (False, True, False), (True, False, True)]
+    assert [s.label for s in groups[2].samples] == ["ember (compiled)", "ember+defaults (compiled)"]
+    assert all(g.steps_per_epoch == 4 and len(g.samples) == 2 for g in groups)
+    assert all("tokens/s" in s.note for g in groups for s in [g.baseline, *g.samples])
+    table = harness.format_table(groups)
+    assert "2 epochs of 4 steps" in table and "overhead ms/epoch" in table
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_syncs_are_counted_and_bf16_with_nothing_on_has_none() -> None:
+    import time
+
+    import torch
+
+    from benchmarks import gpu
+
+    with gpu.counting_syncs() as count:
+        torch.ones(3, device="cuda").sum().item()  # one synchronising read
+    assert count[0] >= 1
+
+    def runs_of(w: Any) -> dict[str, Any]:
+        ember_runs = dict(gpu.loops_for(w, time.perf_counter, "cuda", "bf16-mixed", ["ember"]))
+        return {"raw": lambda: gpu.raw_run(w, time.perf_counter, "cuda", "bf16-mixed"), **ember_runs}
+
+    assert gpu.syncs_per_step(runs_of, gpu.LMConfig.smoke(), "cuda", "bf16-mixed", steps=4) == {"raw": 0.0,
+                                                                                                "ember": 0.0}
