@@ -76,10 +76,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--stall-only", action="store_true", help="only the training-thread stall table")
+    parser.add_argument("--accelerator", default="cpu", choices=("cpu", "cuda"),
+                        help="where the stall table's model trains (cuda: weights copied to pinned host memory)")
     args = parser.parse_args()
     if args.stall_only:
         with tempfile.TemporaryDirectory() as root:
-            print_stalls(root, args.repeats)
+            print_stalls(root, args.repeats, args.accelerator)
         return
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as root:
@@ -136,12 +138,12 @@ class Wide(MLP):
         self.net = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 4))
 
 
-def stall_per_save(params: int, root: str, async_save: bool, epochs: int = 4) -> list[float]:
+def stall_per_save(params: int, root: str, async_save: bool, epochs: int = 4, accelerator: str = "cpu") -> list[float]:
     """Wall-clock seconds the training thread spends in each checkpoint write of a fit (one per epoch)."""
     from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
 
     trainer = ember.Trainer(max_epochs=epochs, default_root_dir=root, num_sanity_val_steps=0, logger=False,
-                            enable_progress_bar=False, enable_model_summary=False,
+                            enable_progress_bar=False, enable_model_summary=False, accelerator=accelerator,
                             checkpoint_io=TorchCheckpointIO(async_save=async_save),
                             callbacks=[ModelCheckpoint(dirpath=os.path.join(root, f"stall-{async_save}"))])
     checkpointing = trainer.checkpointing
@@ -157,12 +159,15 @@ def stall_per_save(params: int, root: str, async_save: bool, epochs: int = 4) ->
     return stalls[:-1]  # the last one is the write at the end of training, always awaited
 
 
-def print_stalls(root: str, repeats: int) -> None:
-    print("\ntraining-thread stall per save (wall clock, median over saves): background vs synchronous")
-    for params in (10_000, 2_000_000, 20_000_000):
+def print_stalls(root: str, repeats: int, accelerator: str = "cpu") -> None:
+    print(f"\ntraining-thread stall per save (wall clock, median over saves; {accelerator}): background vs "
+          "synchronous")
+    sizes = (10_000, 2_000_000, 20_000_000) + ((100_000_000,) if accelerator == "cuda" else ())
+    for params in sizes:
         row = {}
         for async_save in (True, False):
-            stalls = [s for _ in range(repeats) for s in stall_per_save(params, root, async_save)]
+            stalls = [s for _ in range(repeats) for s in stall_per_save(params, root, async_save,
+                                                                        accelerator=accelerator)]
             row[async_save] = statistics.median(stalls) * 1e3
         print(f"  {params * 4 / 2**20:8.1f} MiB of weights   background {row[True]:8.2f} ms   "
               f"synchronous {row[False]:8.2f} ms")
