@@ -130,6 +130,45 @@ def test_sampler_generator_and_epoch_end_resume(tmp_path: Path) -> None:
         assert equal_states(model.state_dict(), ref_model.state_dict())
 
 
+class NumpyOrder(torch.utils.data.Sampler):
+    """A sampler of one's own whose order comes from NumPy's and Python's global generators."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Any:
+        order = np.random.permutation(self.n).tolist()
+        random.shuffle(order)
+        return iter(order)
+
+
+def test_order_state_holds_numpy_and_python_only_for_samplers_that_may_draw_from_them(tmp_path: Path) -> None:
+    # torch's own samplers draw from torch's generators: NumPy's and Python's states are not captured for them
+    torch_only = TrainData(loader(Noisy()))
+    iter(torch_only.loader).__next__()
+    assert torch_only.index_sampler is not None and torch_only.index_sampler.torch_only
+    assert set(torch_only.state()["order_state"]) == {"torch"}
+
+    def numpy_loader(data: Any) -> DataLoader:
+        return DataLoader(data, batch_size=4, sampler=NumpyOrder(len(data)))
+
+    own = TrainData(numpy_loader(Noisy()))
+    iter(own.loader).__next__()
+    assert set(own.state()["order_state"]) >= {"torch", "numpy", "python"}
+    # and a resume mid-epoch redraws that sampler's order exactly
+    ref, ref_model, _ = train(tmp_path / "ref", make_loader=numpy_loader)
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    with pytest.raises(RuntimeError):
+        train(crashed, plugins=[SaveAt(crashed, {14}, stop_after=15)], make_loader=numpy_loader)
+    resumed, model, data = train(tmp_path / "resumed", ckpt=str(crashed / "b14.ckpt"), make_loader=numpy_loader)
+    assert equal_states(model.state_dict(), ref_model.state_dict())
+    assert data.loaded == 3 * 40 - 14 * 4
+
+
 def test_batch_size_none_and_epoch_metrics_survive_a_resume(tmp_path: Path) -> None:
     class Logs(Dropout):
         def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

@@ -6,8 +6,8 @@ How it works, for a ``torch.utils.data.DataLoader`` over a map-style dataset (th
   ``sampler`` when ``batch_size=None``) is wrapped in :class:`ResumableIndexSampler`. The user's object is
   left untouched.
 * When an epoch's iteration begins, the wrapper records the random state the order is about to be drawn
-  from (torch, NumPy, Python and the sampler's own generator), then yields exactly what the wrapped sampler
-  yields. It draws nothing itself, so a run that never resumes sees the same batches, in the same order,
+  from (torch, NumPy, Python and the sampler's own generator; torch's and the sampler's only for torch's
+  own samplers, which draw from nothing else), then yields exactly what the wrapped sampler yields. It draws nothing itself, so a run that never resumes sees the same batches, in the same order,
   with the same random numbers as a plain ``for batch in loader`` loop.
 * Resuming after ``k`` batches, it puts that recorded state back, lets the wrapped sampler draw the same
   order, skips ``k`` lists of indices (no sample is loaded), and then restores the random state of the
@@ -30,7 +30,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset, Sampler
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    SubsetRandomSampler,
+    WeightedRandomSampler,
+)
 
 from ember.core import rng
 
@@ -46,6 +55,9 @@ class ResumableIndexSampler(Sampler):
     def __init__(self, inner: Any, generators: tuple[torch.Generator, ...]) -> None:
         self.inner = inner
         self.generators = generators
+        #: Whether the order is drawn from torch's generators alone (NumPy's and Python's states, about two
+        #: thirds of a capture's cost, every epoch, are then not needed to draw it again).
+        self.torch_only = _draws_from_torch_only(inner)
         #: The random state captured when the current epoch's iteration began.
         self.order_state: dict[str, Any] | None = None
         self._resume: tuple[dict[str, Any], int, dict[str, Any]] | None = None
@@ -74,7 +86,7 @@ class ResumableIndexSampler(Sampler):
         # iteration that runs consumes a pending resume.)
         pending, self._resume = self._resume, None
         if pending is None:
-            self.order_state = rng.capture(self.generators)
+            self.order_state = rng.capture(self.generators, torch_only=self.torch_only)
             yield from self.inner
             return
         order_state, skip, after = pending
@@ -90,6 +102,17 @@ class ResumableIndexSampler(Sampler):
 
 
 _END = object()
+
+#: torch's samplers whose order comes from torch's global generator or their own ``generator`` only.
+_TORCH_SAMPLERS = (RandomSampler, SequentialSampler, SubsetRandomSampler, WeightedRandomSampler)
+
+
+def _draws_from_torch_only(sampler: Any) -> bool:
+    """True for torch's own samplers (exactly those classes: a subclass may draw from NumPy), alone or in
+    torch's ``BatchSampler``."""
+    if type(sampler) is BatchSampler:
+        sampler = sampler.sampler
+    return type(sampler) in _TORCH_SAMPLERS
 
 
 def _generators(loader: Any, sampler: Any) -> tuple[torch.Generator, ...]:

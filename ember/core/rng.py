@@ -15,19 +15,19 @@ from typing import Any
 import torch
 
 
-def capture(generators: tuple[torch.Generator, ...] = ()) -> dict[str, Any]:
+def capture(generators: tuple[torch.Generator, ...] = (), torch_only: bool = False) -> dict[str, Any]:
     """The states of torch (CPU and every initialised CUDA device), NumPy (if imported), Python's ``random``
-    and of ``generators`` (for example a sampler's own ``torch.Generator``)."""
-    version, internal, gauss = random.getstate()
-    state: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
+    and of ``generators`` (for example a sampler's own ``torch.Generator``). ``torch_only``: leave NumPy's and
+    Python's out (:func:`restore` then leaves them as they are)."""
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if not torch_only:
+        version, internal, gauss = random.getstate()
         # through an int64 array: a few times faster than torch.tensor on 625 Python ints (done every epoch)
-        "python": {"version": version, "state": torch.frombuffer(array.array("q", internal), dtype=torch.int64),
-                   "gauss": gauss},
-    }
+        state["python"] = {"version": version, "state": torch.frombuffer(array.array("q", internal),
+                                                                         dtype=torch.int64), "gauss": gauss}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
-    np = sys.modules.get("numpy")  # not imported: nobody drew from it
+    np = None if torch_only else sys.modules.get("numpy")  # not imported: nobody drew from it
     if np is not None:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
         state["numpy"] = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
@@ -40,10 +40,11 @@ def capture(generators: tuple[torch.Generator, ...] = ()) -> dict[str, Any]:
 def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ()) -> None:
     """Put back what :func:`capture` returned; ``generators`` are matched by position."""
     torch.set_rng_state(state["torch"])
-    py = state["python"]
-    internal = py["state"]
-    internal = internal.tolist() if isinstance(internal, torch.Tensor) else internal  # a list in older files
-    random.setstate((py["version"], tuple(internal), py["gauss"]))
+    py = state.get("python")
+    if py is not None:
+        internal = py["state"]
+        internal = internal.tolist() if isinstance(internal, torch.Tensor) else internal  # a list in older files
+        random.setstate((py["version"], tuple(internal), py["gauss"]))
     cuda = state.get("cuda")
     if cuda is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(cuda[: torch.cuda.device_count()])
