@@ -4,7 +4,7 @@ Writes are atomic: the bytes go to a hidden temporary file next to the destinati
 fsynced, the file is renamed over the destination (``os.replace``, atomic on POSIX and Windows), and the
 directory is fsynced so the rename itself survives a power loss. A crash at any moment leaves either the old
 file or the new one at the destination, never a mix; a temporary file left by a killed process is removed by
-the next save to the same destination.
+the first save of a later process into the same directory.
 
 Reads accept torch's zip format only, verify every record's CRC-32 first (:mod:`.integrity`), use
 ``torch.load(weights_only=True)`` unless the caller opts out (with a loud :class:`UnsafeLoadWarning`), and turn
