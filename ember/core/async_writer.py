@@ -48,8 +48,8 @@ class SnapshotBuffers:
         self._buffers: dict[Any, torch.Tensor] = {}
 
     def host_copy(self, key: Any, tensor: torch.Tensor) -> torch.Tensor:
-        """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator."""
-        tensor = tensor.detach()
+        """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator. Call it with
+        gradients off (:func:`snapshot` does), so that the copy records nothing for autograd."""
         on_device = tensor.device.type != "cpu"
         if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested or not tensor.is_contiguous():
             return tensor.to("cpu", copy=True)  # rare in checkpoints: a plain copy (e.g. an expanded view)
@@ -72,7 +72,8 @@ def snapshot(obj: Any, buffers: SnapshotBuffers, walk: Callable[[Any, Callable[[
     container and replaces each tensor with ``tensor(it)`` (a check of the content can copy in the same pass);
     by default, a plain copy of dicts, lists and tuples."""
     copier = _Snapshot(buffers)
-    copy = (walk or copier.copy_containers)(obj, copier.tensor)
+    with torch.no_grad():
+        copy = (walk or copier.copy_containers)(obj, copier.tensor)
     for device in copier.synced:
         if device.type == "cuda":
             torch.cuda.current_stream(device).synchronize()

@@ -207,8 +207,9 @@ class Checkpointing:
         if not requests:
             return
         last = {os.path.abspath(p) for p in self.last_paths()}
-        ordered = [r for r in requests if os.path.abspath(r[1]) not in last] + \
-            [r for r in requests if os.path.abspath(r[1]) in last]
+        is_last = [os.path.abspath(r[1]) in last for r in requests]
+        ordered = [r for r, x in zip(requests, is_last, strict=True) if not x] + \
+            [r for r, x in zip(requests, is_last, strict=True) if x]
         self._write(ordered, batch_idx)
 
     def last_paths(self) -> list[str]:

@@ -60,14 +60,12 @@ class _Misplaced(Exception):
 
 
 def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
+    # Branches in the order of how often a checkpoint's values take them (numbers, dicts, tensors, lists): this
+    # walk runs at every save, on the training thread.
     kind = type(obj)
     if kind in _SCALARS:
         return obj
-    if isinstance(obj, _TORCH_ATOMS):
-        return tensor(obj) if tensor is not None and isinstance(obj, torch.Tensor) else obj
-    if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
-        return obj.item()
-    if kind in (dict, OrderedDict):
+    if kind is dict or kind is OrderedDict:
         items = {}
         changed = tensor is not None
         for key, value in obj.items():
@@ -86,6 +84,8 @@ def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
         if kind is OrderedDict:
             copy.__dict__.update(vars(obj))  # a state_dict's _metadata
         return copy
+    if isinstance(obj, torch.Tensor):
+        return obj if tensor is None else tensor(obj)
     if kind in _SEQUENCES:
         values = []
         for i, v in enumerate(obj):
@@ -97,6 +97,10 @@ def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
         if tensor is None and all(new is old for new, old in zip(values, obj, strict=True)):
             return obj
         return values if kind is list else kind(values)
+    if isinstance(obj, _TORCH_ATOMS):  # dtypes, devices
+        return obj
+    if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
+        return obj.item()
     raise _Misplaced(f"a {kind.__module__}.{kind.__qualname__}")
 
 

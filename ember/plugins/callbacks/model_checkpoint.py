@@ -370,12 +370,14 @@ class ModelCheckpoint:
         trainer.remove_checkpoint(path)
 
     def _not_ours(self, trainer: Any, path: str) -> str:
-        real = os.path.realpath(path)
-        folder = os.path.realpath(self.dirpath) if self.dirpath else None
-        if folder is None or os.path.dirname(real) != folder:
+        if not self.dirpath:
+            return f"it is outside this callback's directory {self.dirpath}"
+        # A name this callback made is in its directory as written; others are compared with links resolved.
+        if os.path.dirname(path) != self.dirpath and \
+                os.path.dirname(os.path.realpath(path)) != os.path.realpath(self.dirpath):
             return f"it is outside this callback's directory {self.dirpath}"
         resumed = getattr(trainer, "ckpt_path", None)
-        if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == real:
+        if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == os.path.realpath(path):
             return "the run resumed from it"
         if path not in self._owned:
             return "this run did not write it"
