@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
+import operator
 import types
 import warnings
 import weakref
@@ -66,11 +68,45 @@ class PluginManager(pluggy.PluginManager):
         #: spec-named copy (see ember.core.positional) stands in its ``__dict__`` while pluggy's register() reads it.
         self._positional: list[tuple[str, Any]] | None = None
         self._style: str | None = None
+        #: While register() runs for an instance: what its class holds (see _ClassHooks), its own __dict__, and
+        #: the hook names parse_hookimpl_opts answered for (kept per plugin name for get_hookcallers).
+        self._scan: _ClassHooks | None = None
+        self._own: dict[str, Any] = {}
+        self._parsed: list[str] | None = None
+        self._hook_names: dict[str, frozenset[str]] = {}
+        self._known: frozenset[str] | None = None
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
-        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
+        scan = self._scan
+        if scan is not None:  # registering an instance: its class was read once (most attributes are no hooks)
+            if name in self._own:
+                if not callable(self._own[name]):
+                    return None
+            else:
+                kind = scan.kinds.get(name, _FULL)
+                if kind is _NONE:
+                    return None
+                if kind is _PLAIN:
+                    return self._found(name, self._plain_opts(plugin, name))
+                if kind is _MARKED:
+                    return self._found(name, self._datamodule_first(plugin, name, scan.marked[name][1]))
+        elif name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
             return None  # most attributes (an nn.Module has hundreds): rejected without inspect.getattr_static
+        return self._found(name, self._full_opts(plugin, name))
+
+    def _found(self, name: str, opts: Any) -> Any:
+        """``opts``, with the hook it implements noted for get_hookcallers."""
+        if opts is not None and self._parsed is not None:
+            self._parsed.append(opts.get("specname") or name)
+        return opts
+
+    def _datamodule_first(self, plugin: Any, name: str, opts: Any) -> Any:
+        if id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
+            return dict(opts, tryfirst=True)
+        return opts
+
+    def _full_opts(self, plugin: Any, name: str) -> Any:
         opts: Any = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name in EVENT_HOOKS:
             try:
@@ -80,13 +116,16 @@ class PluginManager(pluggy.PluginManager):
             if is_base_hook(attr):
                 return None  # a base class's no-op (ember.Module, ember.Callback): nothing to call
             if inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod)):
-                opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
-                        "tryfirst": False, "trylast": False, "specname": None}
-                if self._style is not None and self._positional is not None:
-                    opts = self._take_by_position(plugin, name, opts)
-        if opts is not None and id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
-            opts = dict(opts, tryfirst=True)
-        return opts
+                return self._plain_opts(plugin, name)
+        return None if opts is None else self._datamodule_first(plugin, name, opts)
+
+    def _plain_opts(self, plugin: Any, name: str) -> dict:
+        """The options of a method named like an event hook that carries no marker."""
+        opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
+                "tryfirst": False, "trylast": False, "specname": None}
+        if self._style is not None and self._positional is not None:
+            opts = self._take_by_position(plugin, name, opts)
+        return self._datamodule_first(plugin, name, opts)
 
     def _take_by_position(self, plugin: Any, name: str, opts: dict) -> dict:
         """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the
@@ -126,7 +165,12 @@ class PluginManager(pluggy.PluginManager):
         self._style = style_of(plugin, name)
         self._positional = [] if self._style is not None else None
         try:
-            registered = super().register(plugin, name)
+            try:
+                self._start_parsing(plugin)
+                registered = super().register(plugin, name)
+                parsed = self._parsed
+            finally:
+                self._scan, self._own, self._parsed = None, {}, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
@@ -146,6 +190,10 @@ class PluginManager(pluggy.PluginManager):
             self._positional = self._style = None
         if registered is None:
             return None
+        if parsed is not None:
+            self._hook_names[registered] = frozenset(parsed)
+        else:
+            self._hook_names.pop(registered, None)
         if origin:
             self.origins[registered] = origin
         try:
@@ -156,11 +204,41 @@ class PluginManager(pluggy.PluginManager):
         self._changed()
         return registered
 
+    def _start_parsing(self, plugin: Any) -> None:
+        """Get ready for pluggy's register() to ask parse_hookimpl_opts about each attribute of ``plugin``."""
+        # A subclass that parses differently would make the recorded hook names wrong: it keeps pluggy's scan.
+        self._parsed = [] if type(self).parse_hookimpl_opts is PluginManager.parse_hookimpl_opts else None
+        if isinstance(plugin, (type, types.ModuleType)):
+            return
+        self._scan = _class_hooks(type(plugin))
+        try:
+            own = object.__getattribute__(plugin, "__dict__")
+        except AttributeError:
+            own = {}
+        self._own = own if isinstance(own, dict) else {}
+
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        if name is None and plugin is not None:
+            name = self.get_name(plugin)
         result = super().unregister(plugin, name)
         self._datamodules.discard(id(result))
+        if name is not None:
+            self._hook_names.pop(name, None)
         self._changed()
         return result
+
+    def get_hookcallers(self, plugin: Any) -> list[pluggy.HookCaller] | None:
+        name = self.get_name(plugin)
+        names = self._hook_names.get(name) if name is not None else None
+        if names is None:
+            return super().get_hookcallers(plugin)
+        # Only the hooks its registration answered for can hold it: pluggy's own scan asks every hook.
+        return [caller for caller in vars(self.hook).values()
+                if caller.name in names and any(impl.plugin is plugin for impl in caller.get_hookimpls())]
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        super().add_hookspecs(module_or_class)
+        self._known = None
 
     def _explain(self, plugin: Any) -> str:
         """Which implementation asks for which arguments its spec lacks (for the registration error)."""
@@ -181,7 +259,10 @@ class PluginManager(pluggy.PluginManager):
         return ""
 
     def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
-        known = {name for name, caller in vars(self.hook).items() if getattr(caller, "spec", None) is not None}
+        if self._known is None:  # the specs change only through add_hookspecs, which forgets this
+            self._known = frozenset(name for name, caller in vars(self.hook).items()
+                                    if getattr(caller, "spec", None) is not None)
+        known = self._known
         for caller in self.get_hookcallers(plugin) or ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
@@ -189,8 +270,8 @@ class PluginManager(pluggy.PluginManager):
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
                                   f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
-        for attr in dir(type(plugin)):
-            if attr in NOT_CALLED and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
+        for attr in _class_hooks(type(plugin)).not_called:
+            if not is_base_hook(inspect.getattr_static(plugin, attr, None)):
                 warnings.warn(f"{where} overrides {attr!r}, which ember never calls (it has no such point in its "
                               "loop); move that code to another hook.", EmberWarning, stacklevel=4)
         for attr, close in misspelled_hooks(plugin):
@@ -260,6 +341,86 @@ class PluginManager(pluggy.PluginManager):
 
 _IMPL_MARK = PROJECT + "_impl"
 _MISSING = object()
+#: How parse_hookimpl_opts answers for an attribute found in a plugin's class (see _ClassHooks).
+_NONE, _PLAIN, _MARKED, _FULL = "none", "plain", "marked", "full"
+
+
+class _ClassHooks:
+    """What registering an instance finds in its class, read once per class. For each attribute name: no hook
+    (``_NONE``: most of an ``nn.Module``'s hundreds), a method named like an event hook without a marker
+    (``_PLAIN``), a function marked ``@hookimpl`` (``_MARKED``), or one that needs the whole look (``_FULL``: a
+    slot, a static or class method, anything unusual). Also the names the registration checks warn about.
+
+    It is used only while it is still true: :meth:`current` compares the class's MRO and every class ``__dict__``
+    on it with a copy taken when it was read (a method added, replaced or deleted anywhere shows), and checks
+    that no function has been marked, unmarked or given other options in place since.
+    """
+
+    __slots__ = ("kinds", "marked", "misspelled", "mro", "not_called", "snapshot", "unmarked")
+
+    def __init__(self, cls: type) -> None:
+        self.mro = cls.__mro__
+        self.snapshot = tuple(dict(vars(klass)) for klass in self.mro)
+        self.kinds: dict[str, str] = {}
+        #: Each function marked ``@hookimpl``, with its options (the marker's own dict, as pluggy reads it).
+        self.marked: dict[str, tuple[types.FunctionType, dict]] = {}
+        unmarked: list[Any] = []
+        names = dir(cls)
+        for name in names:
+            value = next((d[name] for d in self.snapshot if name in d), _MISSING)
+            if value is not _MISSING:  # else a name from the class's own __dir__: left to the whole look
+                self.kinds[name] = self._kind(name, value, unmarked)
+        self.unmarked = tuple(unmarked)
+        self.not_called = tuple(name for name in names if name in NOT_CALLED)
+        self.misspelled = tuple((name, close) for name in names
+                                if name.startswith("on_") and name not in EVENT_HOOKS and name not in NOT_CALLED
+                                for close in [suggest(name, EVENT_HOOKS)] if close)
+
+    def _kind(self, name: str, value: Any, unmarked: list[Any]) -> str:
+        if isinstance(value, types.FunctionType):
+            opts = getattr(value, _IMPL_MARK, None)
+            if opts is None:
+                unmarked.append(value)
+                if name not in EVENT_HOOKS or is_base_hook(value):
+                    return _NONE
+                return _PLAIN
+            if isinstance(opts, dict):
+                self.marked[name] = (value, opts)
+                return _MARKED
+            return _FULL
+        if isinstance(value, (staticmethod, classmethod, types.MethodType)):
+            function = value.__func__
+            if (isinstance(function, types.FunctionType) and name not in EVENT_HOOKS
+                    and getattr(value, _IMPL_MARK, None) is None and getattr(function, _IMPL_MARK, None) is None):
+                unmarked.extend((value, function))
+                return _NONE
+            return _FULL
+        if isinstance(value, types.MemberDescriptorType) or (name in EVENT_HOOKS and callable(value)):
+            return _FULL
+        return _NONE
+
+    def current(self, cls: type) -> bool:
+        try:
+            same = cls.__mro__ == self.mro and all(map(operator.eq, map(vars, self.mro), self.snapshot))
+        except Exception:  # a replaced class attribute whose == answers no bool (an array): read the class again
+            return False
+        return (same and not any(map(hasattr, self.unmarked, itertools.repeat(_IMPL_MARK)))
+                and all(getattr(function, _IMPL_MARK, None) is opts for function, opts in self.marked.values()))
+
+
+#: The classes read last. Bounded rather than weak: an entry's copy of its class's methods refers back to the
+#: class (through ``super()``'s cell), which would keep a weakly keyed entry alive for ever.
+_class_hooks_cache: dict[type, _ClassHooks] = {}
+_CLASS_HOOKS_KEPT = 256
+
+
+def _class_hooks(cls: type) -> _ClassHooks:
+    found = _class_hooks_cache.get(cls)
+    if found is None or not found.current(cls):
+        if found is None and len(_class_hooks_cache) >= _CLASS_HOOKS_KEPT:
+            del _class_hooks_cache[next(iter(_class_hooks_cache))]
+        found = _class_hooks_cache[cls] = _ClassHooks(cls)
+    return found
 
 
 def _may_be_marked(plugin: Any, name: str) -> bool:
@@ -341,10 +502,4 @@ def implemented_hooks(plugin: Any) -> list[str]:
 def misspelled_hooks(plugin: Any) -> list[tuple[str, str]]:
     """``(name, " Did you mean 'hook'?")`` for each attribute of ``plugin``'s class named almost like an event hook
     (``on_train_epoch_ned``): such a method is never called."""
-    out = []
-    for name in dir(type(plugin)):
-        if name.startswith("on_") and name not in EVENT_HOOKS and name not in NOT_CALLED:
-            close = suggest(name, EVENT_HOOKS)
-            if close:
-                out.append((name, close))
-    return out
+    return list(_class_hooks(type(plugin)).misspelled)
