@@ -75,6 +75,7 @@ class PluginManager(pluggy.PluginManager):
         self._parsed: list[str] | None = None
         self._hook_names: dict[str, frozenset[str]] = {}
         self._known: frozenset[str] | None = None
+        self._hook_order: dict[str, int] = {}
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
@@ -166,7 +167,7 @@ class PluginManager(pluggy.PluginManager):
         self._positional = [] if self._style is not None else None
         try:
             try:
-                self._start_parsing(plugin)
+                scan = self._start_parsing(plugin)
                 registered = super().register(plugin, name)
                 parsed = self._parsed
             finally:
@@ -197,25 +198,28 @@ class PluginManager(pluggy.PluginManager):
         if origin:
             self.origins[registered] = origin
         try:
-            self._check_names(plugin, where, hint)
+            self._check_names(plugin, registered, scan, where, hint)
         except Exception:
             self.unregister(plugin)
             raise
         self._changed()
         return registered
 
-    def _start_parsing(self, plugin: Any) -> None:
-        """Get ready for pluggy's register() to ask parse_hookimpl_opts about each attribute of ``plugin``."""
+    def _start_parsing(self, plugin: Any) -> _ClassHooks:
+        """Get ready for pluggy's register() to ask parse_hookimpl_opts about each attribute of ``plugin``;
+        returns what its class holds."""
         # A subclass that parses differently would make the recorded hook names wrong: it keeps pluggy's scan.
         self._parsed = [] if type(self).parse_hookimpl_opts is PluginManager.parse_hookimpl_opts else None
+        scan = _class_hooks(type(plugin))
         if isinstance(plugin, (type, types.ModuleType)):
-            return
-        self._scan = _class_hooks(type(plugin))
+            return scan  # its attributes are not its class's
+        self._scan = scan
         try:
             own = object.__getattribute__(plugin, "__dict__")
         except AttributeError:
             own = {}
         self._own = own if isinstance(own, dict) else {}
+        return scan
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
         if name is None and plugin is not None:
@@ -233,8 +237,12 @@ class PluginManager(pluggy.PluginManager):
         if names is None:
             return super().get_hookcallers(plugin)
         # Only the hooks its registration answered for can hold it: pluggy's own scan asks every hook.
-        return [caller for caller in vars(self.hook).values()
-                if caller.name in names and any(impl.plugin is plugin for impl in caller.get_hookimpls())]
+        hooks = vars(self.hook)
+        found = [hooks[n] for n in names if n in hooks and any(i.plugin is plugin for i in hooks[n].get_hookimpls())]
+        order = self._hook_order
+        if len(order) != len(hooks) or not all(caller.name in order for caller in found):  # a hook was added
+            order = self._hook_order = {n: i for i, n in enumerate(hooks)}
+        return sorted(found, key=lambda caller: order[caller.name])  # in pluggy's order
 
     def add_hookspecs(self, module_or_class: Any) -> None:
         super().add_hookspecs(module_or_class)
@@ -258,23 +266,25 @@ class PluginManager(pluggy.PluginManager):
                         f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
         return ""
 
-    def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
+    def _check_names(self, plugin: Any, name: str, scan: _ClassHooks, where: str, hint: str = "") -> None:
         if self._known is None:  # the specs change only through add_hookspecs, which forgets this
             self._known = frozenset(name for name, caller in vars(self.hook).items()
                                     if getattr(caller, "spec", None) is not None)
         known = self._known
-        for caller in self.get_hookcallers(plugin) or ():
+        implemented = self._hook_names.get(name)
+        unknown = implemented is None or implemented - known  # else every hook it implements has a spec
+        for caller in (self.get_hookcallers(plugin) or ()) if unknown else ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
                 if impl.optionalhook:
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
                                   f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
-        for attr in _class_hooks(type(plugin)).not_called:
+        for attr in scan.not_called:
             if not is_base_hook(inspect.getattr_static(plugin, attr, None)):
                 warnings.warn(f"{where} overrides {attr!r}, which ember never calls (it has no such point in its "
                               "loop); move that code to another hook.", EmberWarning, stacklevel=4)
-        for attr, close in misspelled_hooks(plugin):
+        for attr, close in scan.misspelled:
             if attr not in known:
                 warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
                               f"called.{close}", EmberWarning, stacklevel=4)
