@@ -135,3 +135,18 @@ def test_unregistering_by_name_or_object_removes_every_implementation() -> None:
     for caller in vars(pm.hook).values():
         assert all(impl.plugin not in (by_object, by_name) for impl in caller.get_hookimpls())
     assert pm.get_hookcallers(by_object) is None
+
+
+def test_hook_specs_read_from_a_module_are_pluggys() -> None:
+    from ember.hookspecs import spec_modules
+
+    module = types.ModuleType("specs")
+    module.marked = ember.hookspec(lambda trainer: None)  # type: ignore[attr-defined]
+    module.plain = lambda trainer: None  # type: ignore[attr-defined]
+    module.wrapped = staticmethod(ember.hookspec(lambda trainer: None))  # type: ignore[attr-defined]
+    module.number = 3  # type: ignore[attr-defined]
+    ours, theirs = PluginManager(), pluggy.PluginManager("ember")
+    for namespace in [*spec_modules(), module]:
+        for name in dir(namespace):
+            assert ours.parse_hookspec_opts(namespace, name) == theirs.parse_hookspec_opts(namespace, name), name
+    assert ours.parse_hookspec_opts(module, "marked") is not None

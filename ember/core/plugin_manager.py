@@ -248,6 +248,18 @@ class PluginManager(pluggy.PluginManager):
         super().add_hookspecs(module_or_class)
         self._known = None
 
+    def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
+        # A spec module's names are read from its __dict__, as pluggy's static lookup finds them there, without
+        # inspect.getattr_static for each of them (every Trainer reads ember's spec modules).
+        if isinstance(module_or_class, types.ModuleType) and not name.startswith("__"):
+            value = vars(module_or_class).get(name, _MISSING)
+            if isinstance(value, types.FunctionType):
+                opts = getattr(value, _SPEC_MARK, None)
+                return opts if isinstance(opts, dict) else None
+            if value is not _MISSING and not isinstance(value, (staticmethod, classmethod, types.MethodType)):
+                return None
+        return super().parse_hookspec_opts(module_or_class, name)
+
     def _explain(self, plugin: Any) -> str:
         """Which implementation asks for which arguments its spec lacks (for the registration error)."""
         for attr in dir(plugin):
@@ -350,6 +362,7 @@ class PluginManager(pluggy.PluginManager):
 
 
 _IMPL_MARK = PROJECT + "_impl"
+_SPEC_MARK = PROJECT + "_spec"
 _MISSING = object()
 #: How parse_hookimpl_opts answers for an attribute found in a plugin's class (see _ClassHooks).
 _NONE, _PLAIN, _MARKED, _FULL = "none", "plain", "marked", "full"
