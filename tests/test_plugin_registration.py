@@ -150,3 +150,33 @@ def test_hook_specs_read_from_a_module_are_pluggys() -> None:
         for name in dir(namespace):
             assert ours.parse_hookspec_opts(namespace, name) == theirs.parse_hookspec_opts(namespace, name), name
     assert ours.parse_hookspec_opts(module, "marked") is not None
+
+
+def test_registering_leaves_the_instance_as_it_was_and_calls_its_bound_methods() -> None:
+    pm = PluginManager()
+    plugin = Sub()
+    before = dict(vars(plugin))
+    pm.register(plugin, name="p")
+    assert vars(plugin) == before
+    impls = {c.name: i.function for c in pm.get_hookcallers(plugin) or () for i in c.get_hookimpls()}
+    assert impls == {"on_train_start": plugin.on_train_start, "on_validation_start": plugin.on_validation_start,
+                     "configure": plugin.configure, "on_fit_end": plugin.finish, "teardown": Sub.teardown,
+                     "on_train_end": Sub.on_train_end}
+    assert impls["on_train_start"].__self__ is plugin
+    pm.unregister(plugin)
+    assert vars(plugin) == before
+
+
+def test_a_plugin_with_slots_registers() -> None:
+    class Slotted:
+        __slots__ = ("state",)
+
+        def on_train_start(self, trainer: Any) -> None: ...
+
+        @ember.hookimpl
+        def configure(self, trainer: Any) -> None: ...
+
+    pm = PluginManager()
+    plugin = Slotted()
+    pm.register(plugin, name="p")
+    assert hooks_of(pm, plugin) == scanned_by_pluggy(pm, plugin) == ["configure", "on_train_start"]

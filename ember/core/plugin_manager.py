@@ -64,14 +64,15 @@ class PluginManager(pluggy.PluginManager):
         self._listeners: list[weakref.WeakMethod] = []
         self.origins: dict[str, str] = {}
         self._monitors: list[Monitor] = []
-        #: (hook name, the instance attribute it replaced) for each method of the plugin being registered whose
-        #: spec-named copy (see ember.core.positional) stands in its ``__dict__`` while pluggy's register() reads it.
-        self._positional: list[tuple[str, Any]] | None = None
+        #: (hook name, the instance attribute it replaced) for each method of the plugin being registered that stands
+        #: in its ``__dict__`` while pluggy's register() reads it: a spec-named copy (see ember.core.positional), or
+        #: the bound method itself, which pluggy then takes without looking it up again (see _place).
+        self._placed: list[tuple[str, Any]] | None = None
         self._style: str | None = None
         #: While register() runs for an instance: what its class holds (see _ClassHooks), its own __dict__, and
         #: the hook names parse_hookimpl_opts answered for (kept per plugin name for get_hookcallers).
         self._scan: _ClassHooks | None = None
-        self._own: dict[str, Any] = {}
+        self._own: dict[str, Any] = _NO_DICT
         self._parsed: list[str] | None = None
         self._hook_names: dict[str, frozenset[str]] = {}
         self._known: frozenset[str] | None = None
@@ -89,12 +90,23 @@ class PluginManager(pluggy.PluginManager):
                 if kind is _NONE:
                     return None
                 if kind is _PLAIN:
-                    return self._found(name, self._plain_opts(plugin, name))
+                    return self._found(name, self._place(plugin, name, scan, self._plain_opts(plugin, name)))
                 if kind is _MARKED:
-                    return self._found(name, self._datamodule_first(plugin, name, scan.marked[name][1]))
+                    opts = self._datamodule_first(plugin, name, scan.marked[name][1])
+                    return self._found(name, self._place(plugin, name, scan, opts))
         elif name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
             return None  # most attributes (an nn.Module has hundreds): rejected without inspect.getattr_static
         return self._found(name, self._full_opts(plugin, name))
+
+    def _place(self, plugin: Any, name: str, scan: _ClassHooks, opts: Any) -> Any:
+        """Put the bound method ``name`` of the class function found by the scan in the plugin's ``__dict__`` until
+        register() ends: pluggy takes an instance attribute as it is, without inspect.getattr_static (twice per
+        implementation otherwise), and binds the class's function to the same method."""
+        own = self._own
+        if own is not _NO_DICT and name not in own and self._placed is not None:  # else a spec-named copy is there
+            self._placed.append((name, _ABSENT))
+            own[name] = scan.functions[name].__get__(plugin, type(plugin))
+        return opts
 
     def _found(self, name: str, opts: Any) -> Any:
         """``opts``, with the hook it implements noted for get_hookcallers."""
@@ -124,7 +136,7 @@ class PluginManager(pluggy.PluginManager):
         """The options of a method named like an event hook that carries no marker."""
         opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
                 "tryfirst": False, "trylast": False, "specname": None}
-        if self._style is not None and self._positional is not None:
+        if self._style is not None and self._placed is not None:
             opts = self._take_by_position(plugin, name, opts)
         return self._datamodule_first(plugin, name, opts)
 
@@ -148,8 +160,8 @@ class PluginManager(pluggy.PluginManager):
             raise PluginError(f"{type(plugin).__name__}.{name} takes its arguments by position, which needs a "
                               "method defined with def on an object that has a __dict__; name its parameters like "
                               "the hook's (`ember hooks` lists them) instead.")
-        assert self._positional is not None
-        self._positional.append((name, plugin.__dict__.get(name, _ABSENT)))
+        assert self._placed is not None
+        self._placed.append((name, plugin.__dict__.get(name, _ABSENT)))
         plugin.__dict__[name] = named  # read by pluggy's register() right after this returns; removed after it
         return opts
 
@@ -164,14 +176,14 @@ class PluginManager(pluggy.PluginManager):
         if datamodule:
             self._datamodules.add(id(plugin))
         self._style = style_of(plugin, name)
-        self._positional = [] if self._style is not None else None
+        self._placed = []
         try:
             try:
                 scan = self._start_parsing(plugin)
                 registered = super().register(plugin, name)
                 parsed = self._parsed
             finally:
-                self._scan, self._own, self._parsed = None, {}, None
+                self._scan, self._own, self._parsed = None, _NO_DICT, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
@@ -183,12 +195,12 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.discard(id(plugin))
             raise
         finally:
-            for hook_name, before in reversed(self._positional or ()):
+            for hook_name, before in reversed(self._placed or ()):
                 if before is _ABSENT:
                     plugin.__dict__.pop(hook_name, None)
                 else:
                     plugin.__dict__[hook_name] = before
-            self._positional = self._style = None
+            self._placed = self._style = None
         if registered is None:
             return None
         if parsed is not None:
@@ -217,8 +229,8 @@ class PluginManager(pluggy.PluginManager):
         try:
             own = object.__getattribute__(plugin, "__dict__")
         except AttributeError:
-            own = {}
-        self._own = own if isinstance(own, dict) else {}
+            own = _NO_DICT
+        self._own = own if isinstance(own, dict) else _NO_DICT
         return scan
 
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
@@ -362,6 +374,8 @@ class PluginManager(pluggy.PluginManager):
 
 
 _IMPL_MARK = PROJECT + "_impl"
+#: The empty ``__dict__`` of a plugin that has none (slots): nothing is placed in it.
+_NO_DICT: dict[str, Any] = {}
 _SPEC_MARK = PROJECT + "_spec"
 _MISSING = object()
 #: How parse_hookimpl_opts answers for an attribute found in a plugin's class (see _ClassHooks).
@@ -379,7 +393,7 @@ class _ClassHooks:
     that no function has been marked, unmarked or given other options in place since.
     """
 
-    __slots__ = ("kinds", "marked", "misspelled", "mro", "not_called", "snapshot", "unmarked")
+    __slots__ = ("functions", "kinds", "marked", "misspelled", "mro", "not_called", "snapshot", "unmarked")
 
     def __init__(self, cls: type) -> None:
         self.mro = cls.__mro__
@@ -387,12 +401,16 @@ class _ClassHooks:
         self.kinds: dict[str, str] = {}
         #: Each function marked ``@hookimpl``, with its options (the marker's own dict, as pluggy reads it).
         self.marked: dict[str, tuple[types.FunctionType, dict]] = {}
+        #: The function of each ``_PLAIN`` and ``_MARKED`` name.
+        self.functions: dict[str, types.FunctionType] = {}
         unmarked: list[Any] = []
         names = dir(cls)
         for name in names:
             value = next((d[name] for d in self.snapshot if name in d), _MISSING)
             if value is not _MISSING:  # else a name from the class's own __dir__: left to the whole look
-                self.kinds[name] = self._kind(name, value, unmarked)
+                self.kinds[name] = kind = self._kind(name, value, unmarked)
+                if isinstance(value, types.FunctionType) and (kind is _PLAIN or kind is _MARKED):
+                    self.functions[name] = value
         self.unmarked = tuple(unmarked)
         self.not_called = tuple(name for name in names if name in NOT_CALLED)
         self.misspelled = tuple((name, close) for name in names
