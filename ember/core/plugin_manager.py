@@ -263,7 +263,7 @@ class PluginManager(pluggy.PluginManager):
     def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
         # A spec module's names are read from its __dict__, as pluggy's static lookup finds them there, without
         # inspect.getattr_static for each of them (every Trainer reads ember's spec modules).
-        if isinstance(module_or_class, types.ModuleType) and not name.startswith("__"):
+        if isinstance(module_or_class, types.ModuleType) and name not in _MODULE_TYPE_NAMES:
             value = vars(module_or_class).get(name, _MISSING)
             if isinstance(value, types.FunctionType):
                 opts = getattr(value, _SPEC_MARK, None)
@@ -377,6 +377,9 @@ _IMPL_MARK = PROJECT + "_impl"
 #: The empty ``__dict__`` of a plugin that has none (slots): nothing is placed in it.
 _NO_DICT: dict[str, Any] = {}
 _SPEC_MARK = PROJECT + "_spec"
+#: Names the module type itself defines (``__dict__``, ``__class__``, ...): a module's own entry may not be what a
+#: static lookup finds for them.
+_MODULE_TYPE_NAMES = frozenset(dir(types.ModuleType))
 _MISSING = object()
 #: How parse_hookimpl_opts answers for an attribute found in a plugin's class (see _ClassHooks).
 _NONE, _PLAIN, _MARKED, _FULL = "none", "plain", "marked", "full"
