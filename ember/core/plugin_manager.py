@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-import itertools
 import logging
-import operator
 import types
 import warnings
 import weakref
@@ -15,31 +13,34 @@ from typing import Any
 
 import pluggy
 
+from ember.core.class_hooks import (
+    EVENT_HOOKS,
+    FULL,
+    IMPL_MARK,
+    MARKED,
+    NONE,
+    NOT_CALLED,
+    PLAIN,
+    ClassHooks,
+    class_hooks,
+    implemented_hooks,
+    may_be_marked,
+    misspelled_hooks,
+)
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import EmberWarning, PluginError, suggest
 from ember.core.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
 from ember.hookspecs import PROJECT, spec_modules
-from ember.hookspecs import events as _events
 
 log = logging.getLogger("ember")
 
 
-def _spec_names(module: Any) -> frozenset[str]:
-    return frozenset(
-        name for name, fn in vars(module).items() if callable(fn) and hasattr(fn, PROJECT + "_spec")
-    )
-
-
-#: Hooks that a plain method with the hook's name implements (Lightning's callback/module convention).
-EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
 _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
-#: LightningModule hooks ember does not call: a module that overrides one is warned at registration.
-NOT_CALLED = frozenset({"on_predict_model_train", "configure_sharded_model"})
 
 
-__all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
+__all__ = ["EVENT_HOOKS", "NOOP_MARK", "NOT_CALLED", "EmberWarning", "HookTable", "PluginManager", "compile_call",
            "implemented_hooks", "misspelled_hooks", "noop_fallback"]
 
 
@@ -69,9 +70,9 @@ class PluginManager(pluggy.PluginManager):
         #: the bound method itself, which pluggy then takes without looking it up again (see _place).
         self._placed: list[tuple[str, Any]] | None = None
         self._style: str | None = None
-        #: While register() runs for an instance: what its class holds (see _ClassHooks), its own __dict__, and
+        #: While register() runs for an instance: what its class holds (see ClassHooks), its own __dict__, and
         #: the hook names parse_hookimpl_opts answered for (kept per plugin name for get_hookcallers).
-        self._scan: _ClassHooks | None = None
+        self._scan: ClassHooks | None = None
         self._own: dict[str, Any] = _NO_DICT
         self._parsed: list[str] | None = None
         self._hook_names: dict[str, frozenset[str]] = {}
@@ -86,19 +87,19 @@ class PluginManager(pluggy.PluginManager):
                 if not callable(self._own[name]):
                     return None
             else:
-                kind = scan.kinds.get(name, _FULL)
-                if kind is _NONE:
+                kind = scan.kinds.get(name, FULL)
+                if kind is NONE:
                     return None
-                if kind is _PLAIN:
+                if kind is PLAIN:
                     return self._found(name, self._place(plugin, name, scan, self._plain_opts(plugin, name)))
-                if kind is _MARKED:
+                if kind is MARKED:
                     opts = self._datamodule_first(plugin, name, scan.marked[name][1])
                     return self._found(name, self._place(plugin, name, scan, opts))
-        elif name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
+        elif name not in EVENT_HOOKS and not may_be_marked(plugin, name):
             return None  # most attributes (an nn.Module has hundreds): rejected without inspect.getattr_static
         return self._found(name, self._full_opts(plugin, name))
 
-    def _place(self, plugin: Any, name: str, scan: _ClassHooks, opts: Any) -> Any:
+    def _place(self, plugin: Any, name: str, scan: ClassHooks, opts: Any) -> Any:
         """Put the bound method ``name`` of the class function found by the scan in the plugin's ``__dict__`` until
         register() ends: pluggy takes an instance attribute as it is, without inspect.getattr_static (twice per
         implementation otherwise), and binds the class's function to the same method."""
@@ -217,12 +218,12 @@ class PluginManager(pluggy.PluginManager):
         self._changed()
         return registered
 
-    def _start_parsing(self, plugin: Any) -> _ClassHooks:
+    def _start_parsing(self, plugin: Any) -> ClassHooks:
         """Get ready for pluggy's register() to ask parse_hookimpl_opts about each attribute of ``plugin``;
         returns what its class holds."""
         # A subclass that parses differently would make the recorded hook names wrong: it keeps pluggy's scan.
         self._parsed = [] if type(self).parse_hookimpl_opts is PluginManager.parse_hookimpl_opts else None
-        scan = _class_hooks(type(plugin))
+        scan = class_hooks(type(plugin))
         if isinstance(plugin, (type, types.ModuleType)):
             return scan  # its attributes are not its class's
         self._scan = scan
@@ -290,12 +291,12 @@ class PluginManager(pluggy.PluginManager):
                         f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
         return ""
 
-    def _check_names(self, plugin: Any, name: str, scan: _ClassHooks, where: str, hint: str = "") -> None:
+    def _check_names(self, plugin: Any, registered: str, scan: ClassHooks, where: str, hint: str = "") -> None:
         if self._known is None:  # the specs change only through add_hookspecs, which forgets this
             self._known = frozenset(name for name, caller in vars(self.hook).items()
                                     if getattr(caller, "spec", None) is not None)
         known = self._known
-        implemented = self._hook_names.get(name)
+        implemented = self._hook_names.get(registered)
         unknown = implemented is None or implemented - known  # else every hook it implements has a spec
         for caller in (self.get_hookcallers(plugin) or ()) if unknown else ():
             if caller.spec is None:
@@ -373,7 +374,6 @@ class PluginManager(pluggy.PluginManager):
         return undo_and_rebuild
 
 
-_IMPL_MARK = PROJECT + "_impl"
 #: The empty ``__dict__`` of a plugin that has none (slots): nothing is placed in it.
 _NO_DICT: dict[str, Any] = {}
 _SPEC_MARK = PROJECT + "_spec"
@@ -381,117 +381,6 @@ _SPEC_MARK = PROJECT + "_spec"
 #: static lookup finds for them.
 _MODULE_TYPE_NAMES = frozenset(dir(types.ModuleType))
 _MISSING = object()
-#: How parse_hookimpl_opts answers for an attribute found in a plugin's class (see _ClassHooks).
-_NONE, _PLAIN, _MARKED, _FULL = "none", "plain", "marked", "full"
-
-
-class _ClassHooks:
-    """What registering an instance finds in its class, read once per class. For each attribute name: no hook
-    (``_NONE``: most of an ``nn.Module``'s hundreds), a method named like an event hook without a marker
-    (``_PLAIN``), a function marked ``@hookimpl`` (``_MARKED``), or one that needs the whole look (``_FULL``: a
-    slot, a static or class method, anything unusual). Also the names the registration checks warn about.
-
-    It is used only while it is still true: :meth:`current` compares the class's MRO and every class ``__dict__``
-    on it with a copy taken when it was read (a method added, replaced or deleted anywhere shows), and checks
-    that no function has been marked, unmarked or given other options in place since.
-    """
-
-    __slots__ = ("functions", "kinds", "marked", "misspelled", "mro", "not_called", "snapshot", "unmarked")
-
-    def __init__(self, cls: type) -> None:
-        self.mro = cls.__mro__
-        self.snapshot = tuple(dict(vars(klass)) for klass in self.mro)
-        self.kinds: dict[str, str] = {}
-        #: Each function marked ``@hookimpl``, with its options (the marker's own dict, as pluggy reads it).
-        self.marked: dict[str, tuple[types.FunctionType, dict]] = {}
-        #: The function of each ``_PLAIN`` and ``_MARKED`` name.
-        self.functions: dict[str, types.FunctionType] = {}
-        unmarked: list[Any] = []
-        names = dir(cls)
-        for name in names:
-            value = next((d[name] for d in self.snapshot if name in d), _MISSING)
-            if value is not _MISSING:  # else a name from the class's own __dir__: left to the whole look
-                self.kinds[name] = kind = self._kind(name, value, unmarked)
-                if isinstance(value, types.FunctionType) and (kind is _PLAIN or kind is _MARKED):
-                    self.functions[name] = value
-        self.unmarked = tuple(unmarked)
-        self.not_called = tuple(name for name in names if name in NOT_CALLED)
-        self.misspelled = tuple((name, close) for name in names
-                                if name.startswith("on_") and name not in EVENT_HOOKS and name not in NOT_CALLED
-                                for close in [suggest(name, EVENT_HOOKS)] if close)
-
-    def _kind(self, name: str, value: Any, unmarked: list[Any]) -> str:
-        if isinstance(value, types.FunctionType):
-            opts = getattr(value, _IMPL_MARK, None)
-            if opts is None:
-                unmarked.append(value)
-                if name not in EVENT_HOOKS or is_base_hook(value):
-                    return _NONE
-                return _PLAIN
-            if isinstance(opts, dict):
-                self.marked[name] = (value, opts)
-                return _MARKED
-            return _FULL
-        if isinstance(value, (staticmethod, classmethod, types.MethodType)):
-            function = value.__func__
-            if (isinstance(function, types.FunctionType) and name not in EVENT_HOOKS
-                    and getattr(value, _IMPL_MARK, None) is None and getattr(function, _IMPL_MARK, None) is None):
-                unmarked.extend((value, function))
-                return _NONE
-            return _FULL
-        if isinstance(value, types.MemberDescriptorType) or (name in EVENT_HOOKS and callable(value)):
-            return _FULL
-        return _NONE
-
-    def current(self, cls: type) -> bool:
-        try:
-            same = cls.__mro__ == self.mro and all(map(operator.eq, map(vars, self.mro), self.snapshot))
-        except Exception:  # a replaced class attribute whose == answers no bool (an array): read the class again
-            return False
-        return (same and not any(map(hasattr, self.unmarked, itertools.repeat(_IMPL_MARK)))
-                and all(getattr(function, _IMPL_MARK, None) is opts for function, opts in self.marked.values()))
-
-
-#: The classes read last. Bounded rather than weak: an entry's copy of its class's methods refers back to the
-#: class (through ``super()``'s cell), which would keep a weakly keyed entry alive for ever.
-_class_hooks_cache: dict[type, _ClassHooks] = {}
-_CLASS_HOOKS_KEPT = 256
-
-
-def _class_hooks(cls: type) -> _ClassHooks:
-    found = _class_hooks_cache.get(cls)
-    if found is None or not found.current(cls):
-        if found is None and len(_class_hooks_cache) >= _CLASS_HOOKS_KEPT:
-            del _class_hooks_cache[next(iter(_class_hooks_cache))]
-        found = _class_hooks_cache[cls] = _ClassHooks(cls)
-    return found
-
-
-def _may_be_marked(plugin: Any, name: str) -> bool:
-    """False when ``plugin.name`` surely carries no ``@hookimpl`` marker; True when it may (pluggy decides).
-
-    A fast static lookup for instances (their ``__dict__``, then the class's MRO), which is what registering
-    a module with its hundreds of ``nn.Module`` attributes spends most of its time on otherwise. Classes and
-    modules registered as plugins, instance attributes and slots are left to pluggy.
-    """
-    if isinstance(plugin, (type, types.ModuleType)):
-        return True
-    try:
-        if name in object.__getattribute__(plugin, "__dict__"):
-            return True
-    except AttributeError:
-        pass
-    for klass in type(plugin).__mro__:
-        value = vars(klass).get(name, _MISSING)
-        if value is _MISSING:
-            continue
-        if isinstance(value, (staticmethod, classmethod, types.MethodType)):
-            return getattr(value, _IMPL_MARK, None) is not None or \
-                getattr(value.__func__, _IMPL_MARK, None) is not None
-        if isinstance(value, types.FunctionType):
-            return getattr(value, _IMPL_MARK, None) is not None
-        return isinstance(value, types.MemberDescriptorType)
-    return False
 
 
 def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
@@ -514,7 +403,7 @@ def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
 def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
     """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
     function = impl.function
-    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
+    if impl.wrapper or impl.hookwrapper or getattr(function, IMPL_MARK, None) is not None:
         return impl
 
     @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
@@ -522,28 +411,3 @@ def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
         return None
 
     return same_call(impl, skipped)
-
-
-def implemented_hooks(plugin: Any) -> list[str]:
-    """The attribute names of ``plugin`` that registering it would make hook implementations: methods named like
-    an event hook, and attributes marked with ``@ember.hookimpl``. Nothing is registered or called."""
-    found = []
-    for name in dir(plugin):
-        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
-            continue
-        try:
-            attr = inspect.getattr_static(plugin, name)
-        except AttributeError:
-            continue
-        function = getattr(attr, "__func__", attr)
-        if getattr(attr, _IMPL_MARK, None) is not None or getattr(function, _IMPL_MARK, None) is not None:
-            found.append(name)
-        elif name in EVENT_HOOKS and (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
-            found.append(name)
-    return found
-
-
-def misspelled_hooks(plugin: Any) -> list[tuple[str, str]]:
-    """``(name, " Did you mean 'hook'?")`` for each attribute of ``plugin``'s class named almost like an event hook
-    (``on_train_epoch_ned``): such a method is never called."""
-    return list(_class_hooks(type(plugin)).misspelled)
