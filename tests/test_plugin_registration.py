@@ -180,3 +180,15 @@ def test_a_plugin_with_slots_registers() -> None:
     plugin = Slotted()
     pm.register(plugin, name="p")
     assert hooks_of(pm, plugin) == scanned_by_pluggy(pm, plugin) == ["configure", "on_train_start"]
+
+
+def test_the_classes_read_are_bounded() -> None:
+    from ember.core import class_hooks
+
+    pm = PluginManager()
+    for i in range(class_hooks._KEPT + 10):
+        plugin = type(f"Made{i}", (Plain,), {})()
+        pm.register(plugin, name="p")
+        assert hooks_of(pm, plugin) == ["on_train_start"]
+        pm.unregister(plugin)
+    assert len(class_hooks._cache) <= class_hooks._KEPT

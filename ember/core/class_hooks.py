@@ -99,8 +99,8 @@ class ClassHooks:
                 and all(getattr(function, IMPL_MARK, None) is opts for function, opts in self.marked.values()))
 
 
-#: The classes read last. Bounded rather than weak: an entry's copy of its class's methods refers back to the
-#: class (through ``super()``'s cell), which would keep a weakly keyed entry alive for ever.
+#: The classes read. Bounded (emptied when full) rather than weak: an entry's copy of its class's methods refers
+#: back to the class (through ``super()``'s cell), which would keep a weakly keyed entry alive for ever.
 _cache: dict[type, ClassHooks] = {}
 _KEPT = 256
 
@@ -109,8 +109,8 @@ def class_hooks(cls: type) -> ClassHooks:
     """What ``cls`` offers: read again when the class changed since it was last read."""
     found = _cache.get(cls)
     if found is None or not found.current(cls):
-        if found is None and len(_cache) >= _KEPT:
-            del _cache[next(iter(_cache))]
+        if len(_cache) >= _KEPT:
+            _cache.clear()
         found = _cache[cls] = ClassHooks(cls)
     return found
 
