@@ -417,3 +417,21 @@ def test_a_positional_hook_is_the_users_code_and_leaves_the_object_as_it_was() -
     assert vars(callback) == before
     pm.hook.on_train_batch_end(trainer=None, module=None, outputs={}, batch=(), batch_idx=3)
     assert callback.seen == [3]
+
+
+def test_tables_with_same_shaped_implementations_call_their_own() -> None:
+    class Answers:
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        @ember.hookimpl
+        def root_device(self, trainer: Any) -> Any:
+            return self.value
+
+    tables = []
+    for value in (1, 2):
+        pm = _pm()
+        pm.register(Answers(value), name="answers")
+        tables.append(HookTable(pm))
+    assert [table.root_device(trainer=None) for table in tables] == [1, 2]
+    assert tables[0].root_device.__code__ is tables[1].root_device.__code__  # one compiled source for the shape

@@ -22,8 +22,8 @@ Monitor = tuple[Callable[..., Any], Callable[..., Any]]
 #: The attribute :func:`noop_fallback` sets on a function.
 NOOP_MARK = "_ember_noop_fallback"
 _MISSING = object()
-#: Compiled hook-call sources: the code depends only on the hook and the shape of its implementations.
-_compiled: dict[str, Any] = {}
+#: Compiled hook calls (code and source) by the hook and the shape of its implementations, on which alone they depend.
+_compiled: dict[tuple, tuple[Any, str]] = {}
 
 
 def noop_fallback(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -138,28 +138,46 @@ def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., A
     spec = caller.spec
     assert spec is not None
     spec_args = tuple(spec.argnames) + tuple(getattr(spec, "kwargnames", ()) or ())
-    required = {a for impl in impls for a in impl.argnames}
-    optional_kw = {a for impl in impls for a in (impl.kwargnames or ()) if a in spec_args} - required
-    params = [a if a in required else f"{a}=_MISSING" if a in optional_kw else f"{a}=None" for a in spec_args]
-    namespace: dict[str, Any] = {"_MISSING": _MISSING, "_start": _start_wrapper, "_unwind": _unwind_wrappers,
-                                 "_old": _old_style}
+    firstresult = bool(spec.opts.get("firstresult"))
     ordered = list(reversed(impls))  # the order pluggy calls them in: wrappers (outermost first), then plain
     wrappers = [impl for impl in ordered if impl.wrapper or impl.hookwrapper]
     plain = [impl for impl in ordered if not (impl.wrapper or impl.hookwrapper)]
+    # The source depends on nothing else: every run's table calls the same hooks with the same shapes.
+    shape = (caller.name, spec_args, firstresult,
+             tuple((impl.argnames, impl.kwargnames, impl.wrapper, impl.hookwrapper) for impl in wrappers + plain))
+    found = _compiled.get(shape)
+    if found is None:
+        source = _source(caller.name, spec_args, firstresult, wrappers, plain)
+        found = _compiled[shape] = (compile(source, f"<ember hook {caller.name}>", "exec"), source)
+    code, source = found
+    namespace: dict[str, Any] = {"_MISSING": _MISSING, "_start": _start_wrapper, "_unwind": _unwind_wrappers,
+                                 "_old": _old_style}
+    for i, impl in enumerate(wrappers + plain):
+        namespace[f"_f{i}"] = impl.function
+    exec(code, namespace)
+    function = namespace[caller.name]
+    function.__doc__ = source
+    function.__qualname__ = f"HookTable.{caller.name}"
+    return function
+
+
+def _source(name: str, spec_args: tuple[str, ...], firstresult: bool, wrappers: list[Any], plain: list[Any]) -> str:
+    """The source of :func:`compile_call`'s function; ``_f<i>`` is the i-th of ``wrappers + plain``."""
+    required = {a for impl in wrappers + plain for a in impl.argnames}
+    optional_kw = {a for impl in wrappers + plain for a in (impl.kwargnames or ()) if a in spec_args} - required
+    params = [a if a in required else f"{a}=_MISSING" if a in optional_kw else f"{a}=None" for a in spec_args]
 
     def call(impl: Any, i: int) -> str:
-        fn = f"_f{i}"
-        namespace[fn] = impl.function
         kw = [a for a in (impl.kwargnames or ()) if a in spec_args]
         args = ", ".join(list(impl.argnames) + [f"{a}={a}" for a in kw if a in required])
         maybe = [a for a in kw if a not in required]
         if maybe:
             pairs = ", ".join(f"({a!r}, {a})" for a in maybe)
             args = (args + ", " if args else "") + f"**{{_k: _v for _k, _v in ({pairs},) if _v is not _MISSING}}"
-        return f"{fn}({args})" if not impl.hookwrapper else f"_old({fn}({args}))"
+        return f"_f{i}({args})" if not impl.hookwrapper else f"_old(_f{i}({args}))"
 
     calls = [call(impl, i) for i, impl in enumerate(plain, start=len(wrappers))]
-    inner = _plain_calls(calls, bool(spec.opts.get("firstresult")))
+    inner = _plain_calls(calls, firstresult)
     if not wrappers:
         body = [f"    {line}" for line in inner] + ["    return _r"]
     else:
@@ -169,15 +187,7 @@ def compile_call(caller: pluggy.HookCaller, impls: list[Any]) -> Callable[..., A
         body += [f"        {line}" for line in inner]
         body += ["    except BaseException as _e:", "        return _unwind(_teardowns, None, _e)",
                  "    return _unwind(_teardowns, _r, None)"]
-    source = f"def {caller.name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n"
-    code = _compiled.get(source)
-    if code is None:
-        code = _compiled[source] = compile(source, f"<ember hook {caller.name}>", "exec")
-    exec(code, namespace)
-    function = namespace[caller.name]
-    function.__doc__ = source
-    function.__qualname__ = f"HookTable.{caller.name}"
-    return function
+    return f"def {name}(*, {', '.join(params)}):\n" + "\n".join(body) + "\n"
 
 
 def _plain_calls(calls: list[str], firstresult: bool) -> list[str]:

@@ -47,9 +47,18 @@ _OPTIMIZATION = ("optimizer_step", "optimizer_zero_grad", "configure_gradient_cl
 def overridden(module: Any, name: str) -> Any:
     """The bound method ``name`` when the module's class defines its own (not ``ember.Module``'s), else None."""
     try:
-        attr = inspect.getattr_static(module, name)
+        own = object.__getattribute__(module, "__dict__")
     except AttributeError:
-        return None
+        own = None
+    if isinstance(own, dict) and name not in own:
+        # what inspect.getattr_static finds for a name the instance does not hold (the first class on the MRO
+        # that defines it), for a fraction of its cost: this runs for several names every epoch
+        attr = next((vars(klass)[name] for klass in type(module).__mro__ if name in vars(klass)), None)
+    else:
+        try:
+            attr = inspect.getattr_static(module, name)
+        except AttributeError:
+            return None
     if is_base_hook(attr) or not (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
         return None
     return getattr(module, name)

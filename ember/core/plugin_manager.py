@@ -13,31 +13,34 @@ from typing import Any
 
 import pluggy
 
+from ember.core.class_hooks import (
+    EVENT_HOOKS,
+    FULL,
+    IMPL_MARK,
+    MARKED,
+    NONE,
+    NOT_CALLED,
+    PLAIN,
+    ClassHooks,
+    class_hooks,
+    implemented_hooks,
+    may_be_marked,
+    misspelled_hooks,
+)
 from ember.core.discovery import switch_off_hint
 from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
 from ember.core.errors import EmberWarning, PluginError, suggest
 from ember.core.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
 from ember.hookspecs import PROJECT, spec_modules
-from ember.hookspecs import events as _events
 
 log = logging.getLogger("ember")
 
 
-def _spec_names(module: Any) -> frozenset[str]:
-    return frozenset(
-        name for name, fn in vars(module).items() if callable(fn) and hasattr(fn, PROJECT + "_spec")
-    )
-
-
-#: Hooks that a plain method with the hook's name implements (Lightning's callback/module convention).
-EVENT_HOOKS = _spec_names(_events)
 #: Hooks where the DataModule's implementation runs first (Lightning calls the DataModule first there).
 _DATAMODULE_FIRST = frozenset({"prepare_data", "setup", "teardown"})
-#: LightningModule hooks ember does not call: a module that overrides one is warned at registration.
-NOT_CALLED = frozenset({"on_predict_model_train", "configure_sharded_model"})
 
 
-__all__ = ["EVENT_HOOKS", "NOOP_MARK", "EmberWarning", "HookTable", "PluginManager", "compile_call",
+__all__ = ["EVENT_HOOKS", "NOOP_MARK", "NOT_CALLED", "EmberWarning", "HookTable", "PluginManager", "compile_call",
            "implemented_hooks", "misspelled_hooks", "noop_fallback"]
 
 
@@ -62,15 +65,62 @@ class PluginManager(pluggy.PluginManager):
         self._listeners: list[weakref.WeakMethod] = []
         self.origins: dict[str, str] = {}
         self._monitors: list[Monitor] = []
-        #: (hook name, the instance attribute it replaced) for each method of the plugin being registered whose
-        #: spec-named copy (see ember.core.positional) stands in its ``__dict__`` while pluggy's register() reads it.
-        self._positional: list[tuple[str, Any]] | None = None
+        #: (hook name, the instance attribute it replaced) for each method of the plugin being registered that stands
+        #: in its ``__dict__`` while pluggy's register() reads it: a spec-named copy (see ember.core.positional), or
+        #: the bound method itself, which pluggy then takes without looking it up again (see _place).
+        self._placed: list[tuple[str, Any]] | None = None
         self._style: str | None = None
+        #: While register() runs for an instance: what its class holds (see ClassHooks), its own __dict__, and
+        #: the hook names parse_hookimpl_opts answered for (kept per plugin name for get_hookcallers).
+        self._scan: ClassHooks | None = None
+        self._own: dict[str, Any] = _NO_DICT
+        self._parsed: list[str] | None = None
+        self._hook_names: dict[str, frozenset[str]] = {}
+        self._known: frozenset[str] | None = None
+        self._hook_order: dict[str, int] = {}
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
-        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
+        scan = self._scan
+        if scan is not None:  # registering an instance: its class was read once (most attributes are no hooks)
+            if name in self._own:
+                if not callable(self._own[name]):
+                    return None
+            else:
+                kind = scan.kinds.get(name, FULL)
+                if kind is NONE:
+                    return None
+                if kind is PLAIN:
+                    return self._found(name, self._place(plugin, name, scan, self._plain_opts(plugin, name)))
+                if kind is MARKED:
+                    opts = self._datamodule_first(plugin, name, scan.marked[name][1])
+                    return self._found(name, self._place(plugin, name, scan, opts))
+        elif name not in EVENT_HOOKS and not may_be_marked(plugin, name):
             return None  # most attributes (an nn.Module has hundreds): rejected without inspect.getattr_static
+        return self._found(name, self._full_opts(plugin, name))
+
+    def _place(self, plugin: Any, name: str, scan: ClassHooks, opts: Any) -> Any:
+        """Put the bound method ``name`` of the class function found by the scan in the plugin's ``__dict__`` until
+        register() ends: pluggy takes an instance attribute as it is, without inspect.getattr_static (twice per
+        implementation otherwise), and binds the class's function to the same method."""
+        own = self._own
+        if own is not _NO_DICT and name not in own and self._placed is not None:  # else a spec-named copy is there
+            self._placed.append((name, _ABSENT))
+            own[name] = scan.functions[name].__get__(plugin, type(plugin))
+        return opts
+
+    def _found(self, name: str, opts: Any) -> Any:
+        """``opts``, with the hook it implements noted for get_hookcallers."""
+        if opts is not None and self._parsed is not None:
+            self._parsed.append(opts.get("specname") or name)
+        return opts
+
+    def _datamodule_first(self, plugin: Any, name: str, opts: Any) -> Any:
+        if id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
+            return dict(opts, tryfirst=True)
+        return opts
+
+    def _full_opts(self, plugin: Any, name: str) -> Any:
         opts: Any = super().parse_hookimpl_opts(plugin, name)
         if opts is None and name in EVENT_HOOKS:
             try:
@@ -80,13 +130,16 @@ class PluginManager(pluggy.PluginManager):
             if is_base_hook(attr):
                 return None  # a base class's no-op (ember.Module, ember.Callback): nothing to call
             if inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod)):
-                opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
-                        "tryfirst": False, "trylast": False, "specname": None}
-                if self._style is not None and self._positional is not None:
-                    opts = self._take_by_position(plugin, name, opts)
-        if opts is not None and id(plugin) in self._datamodules and name in _DATAMODULE_FIRST:
-            opts = dict(opts, tryfirst=True)
-        return opts
+                return self._plain_opts(plugin, name)
+        return None if opts is None else self._datamodule_first(plugin, name, opts)
+
+    def _plain_opts(self, plugin: Any, name: str) -> dict:
+        """The options of a method named like an event hook that carries no marker."""
+        opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
+                "tryfirst": False, "trylast": False, "specname": None}
+        if self._style is not None and self._placed is not None:
+            opts = self._take_by_position(plugin, name, opts)
+        return self._datamodule_first(plugin, name, opts)
 
     def _take_by_position(self, plugin: Any, name: str, opts: dict) -> dict:
         """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the
@@ -108,8 +161,8 @@ class PluginManager(pluggy.PluginManager):
             raise PluginError(f"{type(plugin).__name__}.{name} takes its arguments by position, which needs a "
                               "method defined with def on an object that has a __dict__; name its parameters like "
                               "the hook's (`ember hooks` lists them) instead.")
-        assert self._positional is not None
-        self._positional.append((name, plugin.__dict__.get(name, _ABSENT)))
+        assert self._placed is not None
+        self._placed.append((name, plugin.__dict__.get(name, _ABSENT)))
         plugin.__dict__[name] = named  # read by pluggy's register() right after this returns; removed after it
         return opts
 
@@ -124,9 +177,14 @@ class PluginManager(pluggy.PluginManager):
         if datamodule:
             self._datamodules.add(id(plugin))
         self._style = style_of(plugin, name)
-        self._positional = [] if self._style is not None else None
+        self._placed = []
         try:
-            registered = super().register(plugin, name)
+            try:
+                scan = self._start_parsing(plugin)
+                registered = super().register(plugin, name)
+                parsed = self._parsed
+            finally:
+                self._scan, self._own, self._parsed = None, _NO_DICT, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "
@@ -138,29 +196,82 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.discard(id(plugin))
             raise
         finally:
-            for hook_name, before in reversed(self._positional or ()):
+            for hook_name, before in reversed(self._placed or ()):
                 if before is _ABSENT:
                     plugin.__dict__.pop(hook_name, None)
                 else:
                     plugin.__dict__[hook_name] = before
-            self._positional = self._style = None
+            self._placed = self._style = None
         if registered is None:
             return None
+        if parsed is not None:
+            self._hook_names[registered] = frozenset(parsed)
+        else:
+            self._hook_names.pop(registered, None)
         if origin:
             self.origins[registered] = origin
         try:
-            self._check_names(plugin, where, hint)
+            self._check_names(plugin, registered, scan, where, hint)
         except Exception:
             self.unregister(plugin)
             raise
         self._changed()
         return registered
 
+    def _start_parsing(self, plugin: Any) -> ClassHooks:
+        """Get ready for pluggy's register() to ask parse_hookimpl_opts about each attribute of ``plugin``;
+        returns what its class holds."""
+        # A subclass that parses differently would make the recorded hook names wrong: it keeps pluggy's scan.
+        self._parsed = [] if type(self).parse_hookimpl_opts is PluginManager.parse_hookimpl_opts else None
+        scan = class_hooks(type(plugin))
+        if isinstance(plugin, (type, types.ModuleType)):
+            return scan  # its attributes are not its class's
+        self._scan = scan
+        try:
+            own = object.__getattribute__(plugin, "__dict__")
+        except AttributeError:
+            own = _NO_DICT
+        self._own = own if isinstance(own, dict) else _NO_DICT
+        return scan
+
     def unregister(self, plugin: Any = None, name: str | None = None) -> Any:
+        if name is None and plugin is not None:
+            name = self.get_name(plugin)
         result = super().unregister(plugin, name)
         self._datamodules.discard(id(result))
+        if name is not None:
+            self._hook_names.pop(name, None)
         self._changed()
         return result
+
+    def get_hookcallers(self, plugin: Any) -> list[pluggy.HookCaller] | None:
+        name = self.get_name(plugin)
+        names = self._hook_names.get(name) if name is not None else None
+        if names is None:
+            return super().get_hookcallers(plugin)
+        # Only the hooks its registration answered for can hold it: pluggy's own scan asks every hook.
+        hooks = vars(self.hook)
+        found = [hooks[n] for n in names if n in hooks and any(i.plugin is plugin for i in hooks[n].get_hookimpls())]
+        order = self._hook_order
+        if len(order) != len(hooks) or not all(caller.name in order for caller in found):  # a hook was added
+            order = self._hook_order = {n: i for i, n in enumerate(hooks)}
+        return sorted(found, key=lambda caller: order[caller.name])  # in pluggy's order
+
+    def add_hookspecs(self, module_or_class: Any) -> None:
+        super().add_hookspecs(module_or_class)
+        self._known = None
+
+    def parse_hookspec_opts(self, module_or_class: Any, name: str) -> Any:
+        # A spec module's names are read from its __dict__, as pluggy's static lookup finds them there, without
+        # inspect.getattr_static for each of them (every Trainer reads ember's spec modules).
+        if isinstance(module_or_class, types.ModuleType) and name not in _MODULE_TYPE_NAMES:
+            value = vars(module_or_class).get(name, _MISSING)
+            if isinstance(value, types.FunctionType):
+                opts = getattr(value, _SPEC_MARK, None)
+                return opts if isinstance(opts, dict) else None
+            if value is not _MISSING and not isinstance(value, (staticmethod, classmethod, types.MethodType)):
+                return None
+        return super().parse_hookspec_opts(module_or_class, name)
 
     def _explain(self, plugin: Any) -> str:
         """Which implementation asks for which arguments its spec lacks (for the registration error)."""
@@ -180,20 +291,25 @@ class PluginManager(pluggy.PluginManager):
                         f"pass; it passes {', '.join(caller.spec.argnames)}.{hint}")
         return ""
 
-    def _check_names(self, plugin: Any, where: str, hint: str = "") -> None:
-        known = {name for name, caller in vars(self.hook).items() if getattr(caller, "spec", None) is not None}
-        for caller in self.get_hookcallers(plugin) or ():
+    def _check_names(self, plugin: Any, registered: str, scan: ClassHooks, where: str, hint: str = "") -> None:
+        if self._known is None:  # the specs change only through add_hookspecs, which forgets this
+            self._known = frozenset(name for name, caller in vars(self.hook).items()
+                                    if getattr(caller, "spec", None) is not None)
+        known = self._known
+        implemented = self._hook_names.get(registered)
+        unknown = implemented is None or implemented - known  # else every hook it implements has a spec
+        for caller in (self.get_hookcallers(plugin) or ()) if unknown else ():
             if caller.spec is None:
                 impl = next(i for i in caller.get_hookimpls() if i.plugin is plugin)
                 if impl.optionalhook:
                     continue
                 raise PluginError(f"{where} implements {caller.name!r}, which is not an ember hook."
                                   f"{suggest(caller.name, known)} `ember hooks` lists them.{hint}")
-        for attr in dir(type(plugin)):
-            if attr in NOT_CALLED and not is_base_hook(inspect.getattr_static(plugin, attr, None)):
+        for attr in scan.not_called:
+            if not is_base_hook(inspect.getattr_static(plugin, attr, None)):
                 warnings.warn(f"{where} overrides {attr!r}, which ember never calls (it has no such point in its "
                               "loop); move that code to another hook.", EmberWarning, stacklevel=4)
-        for attr, close in misspelled_hooks(plugin):
+        for attr, close in scan.misspelled:
             if attr not in known:
                 warnings.warn(f"{where} defines {attr!r}, which is not an ember hook and will never be "
                               f"called.{close}", EmberWarning, stacklevel=4)
@@ -258,35 +374,13 @@ class PluginManager(pluggy.PluginManager):
         return undo_and_rebuild
 
 
-_IMPL_MARK = PROJECT + "_impl"
+#: The empty ``__dict__`` of a plugin that has none (slots): nothing is placed in it.
+_NO_DICT: dict[str, Any] = {}
+_SPEC_MARK = PROJECT + "_spec"
+#: Names the module type itself defines (``__dict__``, ``__class__``, ...): a module's own entry may not be what a
+#: static lookup finds for them.
+_MODULE_TYPE_NAMES = frozenset(dir(types.ModuleType))
 _MISSING = object()
-
-
-def _may_be_marked(plugin: Any, name: str) -> bool:
-    """False when ``plugin.name`` surely carries no ``@hookimpl`` marker; True when it may (pluggy decides).
-
-    A fast static lookup for instances (their ``__dict__``, then the class's MRO), which is what registering
-    a module with its hundreds of ``nn.Module`` attributes spends most of its time on otherwise. Classes and
-    modules registered as plugins, instance attributes and slots are left to pluggy.
-    """
-    if isinstance(plugin, (type, types.ModuleType)):
-        return True
-    try:
-        if name in object.__getattribute__(plugin, "__dict__"):
-            return True
-    except AttributeError:
-        pass
-    for klass in type(plugin).__mro__:
-        value = vars(klass).get(name, _MISSING)
-        if value is _MISSING:
-            continue
-        if isinstance(value, (staticmethod, classmethod, types.MethodType)):
-            return getattr(value, _IMPL_MARK, None) is not None or \
-                getattr(value.__func__, _IMPL_MARK, None) is not None
-        if isinstance(value, types.FunctionType):
-            return getattr(value, _IMPL_MARK, None) is not None
-        return isinstance(value, types.MemberDescriptorType)
-    return False
 
 
 def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
@@ -309,7 +403,7 @@ def guarded(impl: pluggy.HookImpl, exc: BaseException) -> pluggy.HookImpl:
 def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
     """``impl`` when it is marked ``@ember.hookimpl``; else a copy that does nothing (a Lightning-style method)."""
     function = impl.function
-    if impl.wrapper or impl.hookwrapper or getattr(function, _IMPL_MARK, None) is not None:
+    if impl.wrapper or impl.hookwrapper or getattr(function, IMPL_MARK, None) is not None:
         return impl
 
     @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
@@ -317,34 +411,3 @@ def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
         return None
 
     return same_call(impl, skipped)
-
-
-def implemented_hooks(plugin: Any) -> list[str]:
-    """The attribute names of ``plugin`` that registering it would make hook implementations: methods named like
-    an event hook, and attributes marked with ``@ember.hookimpl``. Nothing is registered or called."""
-    found = []
-    for name in dir(plugin):
-        if name not in EVENT_HOOKS and not _may_be_marked(plugin, name):
-            continue
-        try:
-            attr = inspect.getattr_static(plugin, name)
-        except AttributeError:
-            continue
-        function = getattr(attr, "__func__", attr)
-        if getattr(attr, _IMPL_MARK, None) is not None or getattr(function, _IMPL_MARK, None) is not None:
-            found.append(name)
-        elif name in EVENT_HOOKS and (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
-            found.append(name)
-    return found
-
-
-def misspelled_hooks(plugin: Any) -> list[tuple[str, str]]:
-    """``(name, " Did you mean 'hook'?")`` for each attribute of ``plugin``'s class named almost like an event hook
-    (``on_train_epoch_ned``): such a method is never called."""
-    out = []
-    for name in dir(type(plugin)):
-        if name.startswith("on_") and name not in EVENT_HOOKS and name not in NOT_CALLED:
-            close = suggest(name, EVENT_HOOKS)
-            if close:
-                out.append((name, close))
-    return out

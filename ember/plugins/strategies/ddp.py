@@ -61,7 +61,7 @@ class DDPStrategy(ProcessGroupStrategy):
         if timeout is not None:
             base["timeout"] = timeout
         super().__init__(**base)
-        unknown = sorted(set(ddp_kwargs) - _ddp_arguments())
+        unknown = sorted(set(ddp_kwargs) - _ddp_arguments()) if ddp_kwargs else []  # every Trainer makes one
         if unknown:
             raise ConfigurationError(f"DDPStrategy({', '.join(unknown)}=...): not an argument of DistributedDataParallel; "
                                      f"allowed: {', '.join(sorted(_ddp_arguments()))}.")
