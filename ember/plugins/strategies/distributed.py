@@ -102,13 +102,14 @@ def default_backend(device_type: str) -> str:
 
 
 #: What the strategies made that holds the process group (device meshes, sharded modules, DistributedDataParallel
-#: wrappers), for the exit handler to release (see "Exit" in the module docstring).
-_holders: weakref.WeakSet[Any] = weakref.WeakSet()
+#: wrappers), for the exit handler to release (see "Exit" in the module docstring). By identity: device meshes
+#: of the same shape compare equal.
+_holders: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def hold(obj: Any) -> Any:
     """Record ``obj`` as holding the process group, for the exit handler to release; returns ``obj``."""
-    _holders.add(obj)
+    _holders[id(obj)] = obj
     return obj
 
 
@@ -140,7 +141,7 @@ def release_groups() -> None:
     garbage collected.
     """
     seen: set[int] = set()
-    todo: list[Any] = list(_holders)
+    todo: list[Any] = list(_holders.values())
     roots = {id(obj) for obj in todo}
     _holders.clear()
     while todo:
