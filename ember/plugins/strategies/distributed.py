@@ -119,9 +119,11 @@ def _destroy_group_at_exit() -> None:
     # After a failure a collective may be pending: leave the group to the process's end rather than risk a hang.
     if not _state["owned"] or _state["failed"]:
         return
+    groups = []
     if dist.is_initialized():
+        groups.append(dist.group.WORLD)
         dist.destroy_process_group()
-    release_groups()
+    release_groups(groups)
 
 
 def _is_group_handle(value: Any) -> bool:
@@ -131,15 +133,21 @@ def _is_group_handle(value: Any) -> bool:
     return isinstance(value, dist.ProcessGroup) or type(value).__module__ == "torch._C._distributed_c10d"
 
 
-def release_groups() -> None:
-    """Let go of the destroyed process groups, so that they are freed (and their threads joined) now, while the
-    interpreter is whole, rather than during its shutdown; see "Exit" in the module docstring.
+def release_groups(groups: list[Any] | None = None) -> None:
+    """Let go of the destroyed process groups (``groups``, and those the holders have), so that they are freed
+    (and their threads joined) now, while the interpreter is whole, rather than during its shutdown; see "Exit"
+    in the module docstring.
 
     From each recorded holder, through containers and torch.distributed's own objects (a mesh's registry of
     groups, a sharded module's state, a parameter's placement), every reference to a group is dropped; nothing
     of it works without the group anyway. Then torch's DTensor plans (which keep their meshes) are forgotten and
-    garbage collected.
+    garbage collected. The groups' Python handles go last: their release lets go of the GIL while the backend
+    joins its threads, one of which may be waiting for the GIL to let go of its last collective's tensors (a
+    group released last by DDP's reducer, which keeps the GIL, would wait for that thread for ever).
     """
+    import torch.distributed as dist
+
+    handles = list(groups or [])
     seen: set[int] = set()
     todo: list[Any] = list(_holders.values())
     roots = {id(obj) for obj in todo}
@@ -162,6 +170,8 @@ def release_groups() -> None:
             continue
         for key, value in list(entries.items()):
             if _is_group_handle(value):
+                if isinstance(value, dist.ProcessGroup):
+                    handles.append(value)
                 entries[key] = None
             else:
                 todo.append(value)
@@ -170,6 +180,7 @@ def release_groups() -> None:
     if callable(clear):
         clear()
     gc.collect()
+    handles.clear()
 
 
 class ProcessGroupStrategy:
