@@ -123,7 +123,7 @@ def _destroy_group_at_exit() -> None:
     if dist.is_initialized():
         groups.append(dist.group.WORLD)
         dist.destroy_process_group()
-    release_groups(groups)
+    _release_groups(groups)
 
 
 def _is_group_handle(value: Any) -> bool:
@@ -133,7 +133,7 @@ def _is_group_handle(value: Any) -> bool:
     return isinstance(value, dist.ProcessGroup) or type(value).__module__ == "torch._C._distributed_c10d"
 
 
-def release_groups(groups: list[Any] | None = None) -> None:
+def _release_groups(groups: list[Any] | None = None) -> None:
     """Let go of the destroyed process groups (``groups``, and those the holders have), so that they are freed
     (and their threads joined) now, while the interpreter is whole, rather than during its shutdown; see "Exit"
     in the module docstring.
