@@ -18,7 +18,8 @@ pytestmark = pytest.mark.slow
 def resume_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict]:
     out = tmp_path_factory.mktemp("resume")
     run([sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240)
-    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) | json.loads((out / f"exit-rank{r}.json").read_text())
+             for r in range(2)]
     return ranks, torch.load(out / "weights.pt", weights_only=True)
 
 
@@ -46,6 +47,15 @@ def test_fsdp_checkpoints_are_written_by_every_rank_as_shards(resume_job: tuple)
     ranks, _ = resume_job
     assert [r["fsdp_writes_reached"] for r in ranks] == [0, 0]  # the strategy writes the shards itself
     assert ranks[0]["fsdp_files"] == ["ddp-mid.ckpt", "fsdp-mid.ckpt"]
+
+
+def test_process_group_threads_are_joined_before_the_interpreter_shuts_down(resume_job: tuple) -> None:
+    """The trainers and models are still held at exit; ember's exit handler frees the group all the same, so no
+    backend thread is left to need the GIL while the interpreter shuts down (where it would abort the process)."""
+    ranks, _ = resume_job
+    if ranks[0]["threads"] is None:
+        pytest.skip("threads are read from /proc (Linux)")
+    assert [r["threads"] for r in ranks] == [[], []]
 
 
 @needs_fsdp

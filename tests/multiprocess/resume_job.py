@@ -6,10 +6,15 @@ checkpoint with ``ckpt_path``. Shuffled data and dropout, each rank with its own
 nothing but a per-rank exact resume gives the same weights. FSDP also resumes from the checkpoint
 consolidated into one file, and a manually optimized FSDP fit resumes from a checkpoint that carries its
 gradients. Rank 0 writes the whole weights to ``OUT/weights.pt``; each rank ``OUT/rank<r>.json``.
+
+Like a script that keeps its trainers and models to the end, the job holds every one it made. After ember's exit
+handler, each rank writes the process-group threads still running (read from ``/proc``; None elsewhere than Linux)
+to ``OUT/exit-rank<r>.json``: a backend thread alive when the interpreter shuts down can abort the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sys
@@ -20,6 +25,9 @@ from torch.utils.data import DataLoader
 
 import ember
 from ember.testing import tiny_dataset
+
+#: Every (model, trainer) of the job, kept to the end as a script's globals are.
+KEPT: list[tuple] = []
 
 
 class Dropout(ember.Module):
@@ -91,6 +99,7 @@ def fit(out: str, strategy: str, ckpt_path: str | None = None, save: str | None 
                             enable_checkpointing=False, enable_progress_bar=False, logger=False,
                             default_root_dir=out, callbacks=callbacks)
     trainer.fit(model, DataLoader(tiny_dataset(64), batch_size=4, shuffle=True), ckpt_path=ckpt_path)
+    KEPT.append((model, trainer))
     state = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     return state, trainer
 
@@ -135,12 +144,23 @@ def fsdp_parts(out: str, rank: int, result: dict, weights: dict) -> None:
     result["manual_saved_grads"] = sorted(k for k in saved if k.startswith("grads."))
 
 
+def record_exit_threads(out: str) -> None:
+    """Registered before the first fit, so it runs after ember's exit handler (atexit runs the last first)."""
+    threads = None
+    if sys.platform.startswith("linux"):
+        threads = []
+        for task in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{task}/comm") as f:
+                    name = f.read().strip()
+            except OSError:  # the thread has just ended
+                continue
+            if "gloo" in name or "nccl" in name:
+                threads.append(name)
+    with open(os.path.join(out, f"exit-rank{os.environ.get('RANK', 0)}.json"), "w") as f:
+        json.dump({"threads": sorted(threads) if threads is not None else None}, f)
+
+
 if __name__ == "__main__":
+    atexit.register(record_exit_threads, sys.argv[1])
     main(sys.argv[1])
-    # Known open defect: a worker of this job sometimes aborts after its results are written, in C++ static
-    # destruction at interpreter exit ("terminate called without an active exception"; every process group is
-    # destroyed and only Python threads remain by then). Until it is found, the job ends its workers here, after
-    # flushing, so the test checks the training results; the abort is tracked separately.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

@@ -23,7 +23,7 @@ from ember.core.defaults import call_step
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.launchers import launched
-from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, requested_processes
+from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, hold, requested_processes
 
 
 class _TrainingStepForward(torch.nn.Module):
@@ -83,8 +83,8 @@ class DDPStrategy(ProcessGroupStrategy):
 
         device = trainer.root_device
         device_ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
-        self.model = DistributedDataParallel(_TrainingStepForward(module, module.training_step), device_ids=device_ids,
-                                             **self.ddp_kwargs)
+        self.model = hold(DistributedDataParallel(_TrainingStepForward(module, module.training_step),
+                                                  device_ids=device_ids, **self.ddp_kwargs))
         return self.model
 
     @hookimpl(wrapper=True)

@@ -4,20 +4,35 @@ One process per device, joined in a ``torch.distributed`` process group (gloo on
 
 * ``distributed_info`` is wrapped to read the job's shape from the active cluster environment;
 * ``launch`` starts the job's processes from a plain ``python train.py`` (:mod:`ember.launcher`);
-* ``setup_environment`` brings up the process group (kept for the life of the process, destroyed at exit);
+* ``setup_environment`` brings up the process group (kept for the life of the process, destroyed at exit:
+  see "Exit" below);
 * ``process_dataloader`` gives each rank its share of the data (:mod:`ember.plugins.strategies.sampler`);
 * the collectives (``reduce``, ``all_gather``, ``broadcast``, ``barrier``, ``reduce_boolean_decision``).
 
 Failure: a rank that raises ends its process; the launcher (ember's or torchrun) notices within its monitor
 interval (0.1 s) and stops the others. Ranks started some other way notice the lost connection in their
 next collective or, at the latest, when the process group's ``timeout`` runs out.
+
+Exit: ``destroy_process_group`` only forgets a group; the group itself (with its backend's threads: gloo's
+workers and socket loop) lives on while anything holds it: the device mesh of ``strategy.fsdp`` (and through it
+every sharded parameter and torch's DTensor caches), the ``DistributedDataParallel`` wrapper of
+``strategy.ddp`` (``trainer.model``), the default arguments of ``torch.distributed.nn.functional`` if it is
+imported after the group is up. A backend thread that is still letting go of its last collective's tensors
+when the interpreter shuts down needs the GIL, which it can no longer take: the process then dies with
+"terminate called without an active exception" (SIGABRT), after all its work is done. So the exit handler,
+after destroying the group, also lets go of what the strategies made (their meshes and wrappers no longer work
+without the group anyway) and collects garbage: the group is freed and its threads joined while the
+interpreter is still whole.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import os
+import sys
+import weakref
 from collections.abc import Generator
 from datetime import timedelta
 from typing import Any
@@ -86,12 +101,86 @@ def default_backend(device_type: str) -> str:
     return dist.Backend.default_device_backend_map.get(device_type, "gloo")
 
 
+#: What the strategies made that holds the process group (device meshes, sharded modules, DistributedDataParallel
+#: wrappers), for the exit handler to release (see "Exit" in the module docstring). By identity: device meshes
+#: of the same shape compare equal.
+_holders: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def hold(obj: Any) -> Any:
+    """Record ``obj`` as holding the process group, for the exit handler to release; returns ``obj``."""
+    _holders[id(obj)] = obj
+    return obj
+
+
 def _destroy_group_at_exit() -> None:
     import torch.distributed as dist
 
     # After a failure a collective may be pending: leave the group to the process's end rather than risk a hang.
-    if _state["owned"] and not _state["failed"] and dist.is_initialized():
+    if not _state["owned"] or _state["failed"]:
+        return
+    groups = []
+    if dist.is_initialized():
+        groups.append(dist.group.WORLD)
         dist.destroy_process_group()
+    _release_groups(groups)
+
+
+def _is_group_handle(value: Any) -> bool:
+    """A process group, or a c10d object that may hold one (DDP's reducer and its logger, a store, a work)."""
+    import torch.distributed as dist
+
+    return isinstance(value, dist.ProcessGroup) or type(value).__module__ == "torch._C._distributed_c10d"
+
+
+def _release_groups(groups: list[Any] | None = None) -> None:
+    """Let go of the destroyed process groups (``groups``, and those the holders have), so that they are freed
+    (and their threads joined) now, while the interpreter is whole, rather than during its shutdown; see "Exit"
+    in the module docstring.
+
+    From each recorded holder, through containers and torch.distributed's own objects (a mesh's registry of
+    groups, a sharded module's state, a parameter's placement), every reference to a group is dropped; nothing
+    of it works without the group anyway. Then torch's DTensor plans (which keep their meshes) are forgotten and
+    garbage collected. The groups' Python handles go last: their release lets go of the GIL while the backend
+    joins its threads, one of which may be waiting for the GIL to let go of its last collective's tensors (a
+    group released last by DDP's reducer, which keeps the GIL, would wait for that thread for ever).
+    """
+    import torch.distributed as dist
+
+    handles = list(groups or [])
+    seen: set[int] = set()
+    todo: list[Any] = list(_holders.values())
+    roots = {id(obj) for obj in todo}
+    _holders.clear()
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, dict):
+            entries: Any = obj
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            todo.extend(obj)
+            continue
+        elif id(obj) in roots or type(obj).__module__.startswith("torch.distributed"):
+            entries = getattr(obj, "__dict__", None)
+            if not isinstance(entries, dict):
+                continue
+        else:
+            continue
+        for key, value in list(entries.items()):
+            if _is_group_handle(value):
+                if isinstance(value, dist.ProcessGroup):
+                    handles.append(value)
+                entries[key] = None
+            else:
+                todo.append(value)
+    redistribute = sys.modules.get("torch.distributed.tensor._redistribute")
+    clear = getattr(redistribute, "clear_redistribute_planner_cache", None)  # DTensor plans keep their meshes
+    if callable(clear):
+        clear()
+    gc.collect()
+    handles.clear()
 
 
 class ProcessGroupStrategy:
@@ -188,6 +277,10 @@ class ProcessGroupStrategy:
             return
         backend = self.process_group_backend or default_backend(_accelerator_name(trainer))
         port = self.info.get("main_port")
+        # Its functions take the world group as a default argument, bound on first import: imported once the group
+        # is up (torch does so lazily, e.g. with a first optimizer), they would hold it to the end of the process.
+        import torch.distributed.nn  # noqa: F401
+
         if trainer.world_size == 1 and not port:  # a group of one: an in-memory store, no port to find
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=self.timeout)
         elif not port:

@@ -33,7 +33,7 @@ from ember.core.errors import ConfigurationError
 from ember.core.plugin_manager import EmberWarning
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
-from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating
+from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, hold
 
 
 def in_module_list(module: torch.nn.Module, parent: torch.nn.Module | None) -> bool:
@@ -139,7 +139,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         if self._mesh is None or self._mesh.size() != trainer.world_size:
             from torch.distributed.device_mesh import init_device_mesh
 
-            self._mesh = init_device_mesh(trainer.root_device.type, (trainer.world_size,))
+            self._mesh = hold(init_device_mesh(trainer.root_device.type, (trainer.world_size,)))
         return self._mesh
 
     def _mp_policy(self, trainer: Any) -> Any:
@@ -162,8 +162,8 @@ class FSDPStrategy(ProcessGroupStrategy):
             parents = {id(child): parent for parent in module.modules() for child in parent.children()}
             for _, sub in reversed(list(module.named_modules())):
                 if sub is not module and not isinstance(sub, FSDPModule) and self._policy(sub, parents.get(id(sub))):
-                    fully_shard(sub, **options)
-            fully_shard(module, **options)
+                    fully_shard(hold(sub), **options)
+            fully_shard(hold(module), **options)
         for name in STEP_METHODS.values():
             if callable(getattr(type(module), name, None)) and name not in module.__dict__:
                 register_fsdp_forward_method(module, name)
