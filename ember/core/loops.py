@@ -192,6 +192,7 @@ class Loops:
         t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
+        self.training.start_fit()
         if resume is not None and resume.phase == "batch":
             self.training.run_epoch(resume)
         elif resume is not None:
