@@ -165,7 +165,7 @@ def to_floats(values: dict[str, Any]) -> dict[str, float]:
     for names in by_device.values():
         tensors = [values[n] for n in names]
         if all(v.ndim == 0 and v.dtype == torch.float32 for v in tensors):  # the usual case, read as it is
-            floats = torch.stack(tensors).tolist() if len(tensors) > 1 else [tensors[0].item()]
+            floats = torch.stack(tensors).tolist() if len(tensors) > 1 else [tensors[0].tolist()]  # 0-d: a float
         else:  # float64 where the device has it (the host), float32 elsewhere (MPS has no float64)
             floats = torch.stack([_wide(v) for v in tensors]).tolist()
         out.update(zip(names, floats, strict=True))

@@ -216,7 +216,7 @@ class TrainingLoop:
         k = t.config.accumulate_grad_batches
         out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
                      dataloader_idx=0, stage="train")
-        if isinstance(out, torch.Tensor):  # the common case, without a call
+        if type(out) is torch.Tensor:  # the common case, without a call (loss_of takes tensor subclasses)
             loss: torch.Tensor | None = out
         else:
             loss = module_overrides.loss_of(out)
