@@ -37,9 +37,10 @@ class EvaluationLoop:
         self.loop = loop
 
     def run(self, stage: str, loaders: list[Any], nums: list[float],
-            predictions: list[list[Any]] | None = None) -> list[dict[str, float]]:
-        """Evaluate ``nums[i]`` batches of each of ``loaders``; returns each loader's epoch metrics (none for
-        predict). ``predictions``: one list per loader that collects what ``predict_step`` returns."""
+            predictions: list[list[Any]] | None = None) -> dict[str, torch.Tensor]:
+        """Evaluate ``nums[i]`` batches of each of ``loaders``; returns the epoch metrics, left on their device
+        (none for predict; :func:`by_dataloader` splits and reads them). ``predictions``: one list per loader that
+        collects what ``predict_step`` returns."""
         loop, t = self.loop, self.loop.t
         h, module = t.hook, t.module
         events = {k: getattr(h, hook, None) for k, hook in _EVENT_HOOKS[stage].items()}
@@ -74,17 +75,14 @@ class EvaluationLoop:
             if events["end"] is not None:
                 events["end"](trainer=t, module=module)
         if results is None:  # predict leaves the model in eval mode, as Lightning does
-            return []
+            return values
         if was_training:
             model.train()
         if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
             h.on_validation_model_train(trainer=t, module=module)
         elif stage == "test" and h.on_test_model_train is not None:
             h.on_test_model_train(trainer=t, module=module)
-        # a name belongs to the dict of the dataloader it was logged in (suffixed, or add_dataloader_idx=False)
-        owner = {e.epoch_key: e.dataloader_idx for e in results.entries.values() if e.dataloader_idx is not None}
-        return [{k: float(v) for k, v in values.items() if owner.get(k, i) == i and
-                 ("/dataloader_idx_" not in k or k.endswith(f"/dataloader_idx_{i}"))} for i in range(len(loaders))]
+        return values
 
     def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,
                  predictions: list[list[Any]] | None) -> None:
@@ -107,6 +105,15 @@ class EvaluationLoop:
                 end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, trainer=t, module=module)
             if limited and batch_idx + 1 >= n:
                 break
+
+
+def by_dataloader(results: Results, values: dict[str, torch.Tensor], num_loaders: int) -> list[dict[str, float]]:
+    """The epoch metrics ``values`` of an evaluation run as one dict of floats per dataloader (what ``validate``
+    and ``test`` return): a name belongs to the dict of the dataloader it was logged in (suffixed, or logged with
+    ``add_dataloader_idx=False``)."""
+    owner = {e.epoch_key: e.dataloader_idx for e in results.entries.values() if e.dataloader_idx is not None}
+    return [{k: float(v) for k, v in values.items() if owner.get(k, i) == i and
+             ("/dataloader_idx_" not in k or k.endswith(f"/dataloader_idx_{i}"))} for i in range(num_loaders)]
 
 
 def _grad_context(inference_mode: bool) -> contextlib.AbstractContextManager:
