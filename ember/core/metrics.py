@@ -53,7 +53,7 @@ class MetricLog:
             entry = results.entries[key] = self._new_entry(name, key, on_step, on_epoch, prog_bar, logger,
                                                            reduce_fx, sync_dist, add_dataloader_idx)
         if type(value) is torch.Tensor and value.ndim == 0:  # the usual case, checked without a call
-            # a tensor that needs no gradient is kept as it is: detaching it would make a copy to no end
+            # a tensor without a graph is kept as it is: detaching it would only make another tensor object
             tensor = value.detach() if value.requires_grad else value
             entry.serial = self.progress.batches_seen
         else:
