@@ -87,3 +87,20 @@ def test_metrics_are_read_only_when_the_bar_renders(tmp_path):
     train, _ = tiny_loaders(n=80, batch_size=8)  # 10 batches: renders after 4, 8 and the last
     ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 1}).fit(ProgModel(), train)
     assert Counting.reads == 3 + 1  # three renders, and the final one when the bar closes
+
+
+def test_a_terminal_bar_renders_only_when_its_interval_has_passed(tmp_path):
+    class Counting(TQDMProgressBar):
+        renders: list[int] = []
+
+        def _render(self, kind, bar, n, postfix):
+            if kind == "train":
+                Counting.renders.append(n)
+            super()._render(kind, bar, n, postfix)
+
+    out = io.StringIO()
+    bar = Counting(min_interval=3600.0, force_terminal=True, file=out)  # counted every batch, drawn at the end
+    train, _ = tiny_loaders(n=80, batch_size=8)  # 10 batches
+    ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 2}).fit(ProgModel(), train)
+    assert Counting.renders == [10, 10]  # the last batch of each epoch
+    assert "10/10" in plain(out.getvalue())

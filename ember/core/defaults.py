@@ -21,6 +21,9 @@ STEP_METHODS = {"train": "training_step", "validate": "validation_step", "test":
                 "predict": "predict_step"}
 def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False) -> Any:
     """Move every tensor in nested tuples, lists, dicts and dataclasses to ``device``."""
+    if type(batch) is list:  # the default collate's batch, every step: its tensors moved without a recursive call
+        return [b.to(device, non_blocking=non_blocking) if type(b) is torch.Tensor
+                else move_to_device(b, device, non_blocking) for b in batch]
     if isinstance(batch, torch.Tensor):
         return batch.to(device, non_blocking=non_blocking)
     if isinstance(batch, (list, tuple)):

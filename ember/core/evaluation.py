@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 _HOOK_STAGE = {"validate": "validation", "test": "test", "predict": "predict"}
 _EVENTS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end", "model_eval")  # on_<stage>_...
+#: Each stage's event hooks by event: ``_EVENT_HOOKS["validate"]["start"] == "on_validation_start"``.
+_EVENT_HOOKS = {stage: {k: f"on_{name}_{k}" for k in _EVENTS} for stage, name in _HOOK_STAGE.items()}
 
 
 class EvaluationLoop:
@@ -35,12 +37,13 @@ class EvaluationLoop:
         self.loop = loop
 
     def run(self, stage: str, loaders: list[Any], nums: list[float],
-            predictions: list[list[Any]] | None = None) -> list[dict[str, float]]:
-        """Evaluate ``nums[i]`` batches of each of ``loaders``; returns each loader's epoch metrics (none for
-        predict). ``predictions``: one list per loader that collects what ``predict_step`` returns."""
+            predictions: list[list[Any]] | None = None) -> dict[str, torch.Tensor]:
+        """Evaluate ``nums[i]`` batches of each of ``loaders``; returns the epoch metrics, left on their device
+        (none for predict; :func:`by_dataloader` splits and reads them). ``predictions``: one list per loader that
+        collects what ``predict_step`` returns."""
         loop, t = self.loop, self.loop.t
         h, module = t.hook, t.module
-        events = {k: getattr(h, f"on_{_HOOK_STAGE[stage]}_{k}", None) for k in _EVENTS}
+        events = {k: getattr(h, hook, None) for k, hook in _EVENT_HOOKS[stage].items()}
         results = None if stage == "predict" else Results(stage)
         if stage == "validate":
             loop.val_results = results  # type: ignore[assignment]  # not None for validate
@@ -51,34 +54,35 @@ class EvaluationLoop:
         model = t.model
         was_training = model.training
         model.eval()
-        kw = {"trainer": t, "module": module}
-        _emit(events["model_eval"], kw)
+        if events["model_eval"] is not None:
+            events["model_eval"](trainer=t, module=module)
         values: dict[str, torch.Tensor] = {}
         with _grad_context(t.config.inference_mode):
-            _emit(events["start"], kw)
-            _emit(events["epoch_start"], kw)
+            if events["start"] is not None:
+                events["start"](trainer=t, module=module)
+            if events["epoch_start"] is not None:
+                events["epoch_start"](trainer=t, module=module)
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
                 if n:
                     self._batches(stage, events, dl_idx, loader, n, predictions)
             loop.log_context.batch = None
             loop.log_context.defaults = EPOCH_HOOK
-            _emit(events["epoch_end"], kw)
+            if events["epoch_end"] is not None:
+                events["epoch_end"](trainer=t, module=module)
             if results is not None:
                 values = loop.metrics.publish_epoch(results)
                 loop.metrics.drop_step_values(results)
-            _emit(events["end"], kw)
+            if events["end"] is not None:
+                events["end"](trainer=t, module=module)
         if results is None:  # predict leaves the model in eval mode, as Lightning does
-            return []
+            return values
         if was_training:
             model.train()
         if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
-            h.on_validation_model_train(**kw)
+            h.on_validation_model_train(trainer=t, module=module)
         elif stage == "test" and h.on_test_model_train is not None:
-            h.on_test_model_train(**kw)
-        # a name belongs to the dict of the dataloader it was logged in (suffixed, or add_dataloader_idx=False)
-        owner = {e.epoch_key: e.dataloader_idx for e in results.entries.values() if e.dataloader_idx is not None}
-        return [{k: float(v) for k, v in values.items() if owner.get(k, i) == i and
-                 ("/dataloader_idx_" not in k or k.endswith(f"/dataloader_idx_{i}"))} for i in range(len(loaders))]
+            h.on_test_model_train(trainer=t, module=module)
+        return values
 
     def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,
                  predictions: list[list[Any]] | None) -> None:
@@ -103,9 +107,13 @@ class EvaluationLoop:
                 break
 
 
-def _emit(hook: Any, kw: dict[str, Any]) -> None:
-    if hook is not None:
-        hook(**kw)
+def by_dataloader(results: Results, values: dict[str, torch.Tensor], num_loaders: int) -> list[dict[str, float]]:
+    """The epoch metrics ``values`` of an evaluation run as one dict of floats per dataloader (what ``validate``
+    and ``test`` return): a name belongs to the dict of the dataloader it was logged in (suffixed, or logged with
+    ``add_dataloader_idx=False``)."""
+    owner = {e.epoch_key: e.dataloader_idx for e in results.entries.values() if e.dataloader_idx is not None}
+    return [{k: float(v) for k, v in values.items() if owner.get(k, i) == i and
+             ("/dataloader_idx_" not in k or k.endswith(f"/dataloader_idx_{i}"))} for i in range(num_loaders)]
 
 
 def _grad_context(inference_mode: bool) -> contextlib.AbstractContextManager:

@@ -28,7 +28,7 @@ import torch
 from ember.core import seed
 from ember.core.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.errors import CheckpointError, ConfigurationError
-from ember.core.evaluation import EvaluationLoop
+from ember.core.evaluation import EvaluationLoop, by_dataloader
 from ember.core.metrics import MetricLog
 from ember.core.optim import parse_optimizers
 from ember.core.results import Results
@@ -192,6 +192,7 @@ class Loops:
         t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
+        self.training.start_fit()
         if resume is not None and resume.phase == "batch":
             self.training.run_epoch(resume)
         elif resume is not None:
@@ -335,9 +336,11 @@ class Loops:
             t.num_val_batches = nums
         else:
             t.num_test_batches = nums
-        metrics = self.evaluation.run(stage, loaders, nums)
+        values = self.evaluation.run(stage, loaders, nums)
+        results = self.val_results if stage == "validate" else self.test_results  # the run's, made by run()
+        metrics = by_dataloader(results, values, len(loaders))
         if t.hook.log_metrics is not None:
-            self.metrics.write_epoch(self.val_results if stage == "validate" else self.test_results)
+            self.metrics.write_epoch(results)
         if verbose and t.is_global_zero and any(metrics):
             for i, m in enumerate(metrics):
                 title = f"{stage} metrics" + (f" (dataloader {i})" if len(metrics) > 1 else "")

@@ -50,30 +50,28 @@ class MetricLog:
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
         entry = results.entries.get(key)
         if entry is None:
-            d_step, d_epoch, _ = ctx.defaults
-            on_step = d_step if on_step is None else on_step
-            on_epoch = d_epoch if on_epoch is None else on_epoch
-            if not on_step and not on_epoch:
-                raise ValueError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; log it per "
-                                 "step (on_step=True), per epoch (on_epoch=True) or both.")
-            entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx),
-                                sync_dist)
-            if ctx.num_dataloaders > 1 and not add_dataloader_idx:
-                entry.dataloader_idx = ctx.dataloader_idx
-            results.entries[key] = entry
-        tensor = to_tensor(name, value)
-        entry.serial = self.progress.batches_seen
-        if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
-            entry.add_metric(tensor)
-            if entry.on_step and entry.last is not None:
-                self.publish_step(entry, entry.last)
-            if ctx.defaults[2] and entry.on_epoch:
-                self.publish_epoch_value(entry, entry.compute())
-            return
-        weight = 1.0
-        if entry.on_epoch and entry.reduce_fx == "mean":
-            weight = float(batch_size) if batch_size is not None else self.batch_size()
-        entry.add(tensor, weight)
+            entry = results.entries[key] = self._new_entry(name, key, on_step, on_epoch, prog_bar, logger,
+                                                           reduce_fx, sync_dist, add_dataloader_idx)
+        if type(value) is torch.Tensor and value.ndim == 0:  # the usual case, checked without a call
+            # a tensor without a graph is kept as it is: detaching it would only make another tensor object
+            tensor = value.detach() if value.requires_grad else value
+            entry.serial = self.progress.batches_seen
+        else:
+            tensor = to_tensor(name, value)
+            entry.serial = self.progress.batches_seen
+            if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
+                entry.add_metric(tensor)
+                if entry.on_step and entry.last is not None:
+                    self.publish_step(entry, entry.last)
+                if ctx.defaults[2] and entry.on_epoch:
+                    self.publish_epoch_value(entry, entry.compute())
+                return
+        entry.last = tensor
+        if entry.on_epoch:
+            weight = 1.0
+            if entry.reduce_fx == "mean":
+                weight = float(batch_size) if batch_size is not None else self.batch_size()
+            entry.add(tensor, weight)
         if entry.on_step:
             t = self.trainer
             if entry.sync_dist and t.world_size > 1:  # the step value shown and logged is the global one
@@ -81,6 +79,21 @@ class MetricLog:
             self.publish_step(entry, tensor)
         if ctx.defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self.publish_epoch_value(entry, entry.compute())
+
+    def _new_entry(self, name: str, key: str, on_step: bool | None, on_epoch: bool | None, prog_bar: bool,
+                   logger: bool, reduce_fx: Any, sync_dist: bool, add_dataloader_idx: bool) -> MetricEntry:
+        """The entry of a name first logged in this run of the stage: its options are fixed now."""
+        ctx = self.context
+        d_step, d_epoch, _ = ctx.defaults
+        on_step = d_step if on_step is None else on_step
+        on_epoch = d_epoch if on_epoch is None else on_epoch
+        if not on_step and not on_epoch:
+            raise ValueError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; log it per "
+                             "step (on_step=True), per epoch (on_epoch=True) or both.")
+        entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx), sync_dist)
+        if ctx.num_dataloaders > 1 and not add_dataloader_idx:
+            entry.dataloader_idx = ctx.dataloader_idx
+        return entry
 
     def batch_size(self) -> float:
         """The current batch's size (the weight of a mean), inferred once per batch."""
@@ -180,7 +193,8 @@ def _infer_batch_size(batch: Any) -> float:
         return float(batch.shape[0]) if batch.dim() else 1.0
     if isinstance(batch, dict):
         batch = list(batch.values())
-    if isinstance(batch, Iterable) and not isinstance(batch, (str, bytes)):
+    # lists and tuples first: the usual batches, without the slower check against the Iterable ABC
+    if isinstance(batch, (list, tuple)) or (isinstance(batch, Iterable) and not isinstance(batch, (str, bytes))):
         for item in batch:
             size = _infer_batch_size(item)
             if size:

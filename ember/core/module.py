@@ -175,9 +175,10 @@ class Module(HyperparametersMixin, torch.nn.Module):
         yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
         Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
         metric object is found by identity."""
-        self.trainer.loop.metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step,
-                                      on_epoch=on_epoch, reduce_fx=reduce_fx, sync_dist=sync_dist,
-                                      batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
+        trainer = self._trainer  # called every step: the attribute, not the property (which raises when None)
+        (trainer if trainer is not None else self.trainer).loop.metrics.log(
+            name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
+            sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
 
     def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",

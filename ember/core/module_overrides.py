@@ -1,7 +1,7 @@
 """The methods Lightning lets a module override, honoured with Lightning's arguments and order.
 
 ``ember.Module`` defines each with Lightning's default behaviour (marked as a base method); a module whose
-class defines its own is found by :func:`overrides_of`, once per epoch, and then:
+class defines its own is found by :func:`overrides_of`, once per fit, and then:
 
 * ``optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` replaces the optimizer step of the batch
   that ends an accumulation window (:func:`batch_with_optimizer_step`); the closure runs ``training_step``,

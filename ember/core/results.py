@@ -59,16 +59,19 @@ class MetricEntry:
         self.last = _scalar(self.name, cache, "its last forward()") if isinstance(cache, torch.Tensor) else None
 
     def add(self, value: torch.Tensor, weight: float) -> None:
-        self.last = value
-        if not self.on_epoch:
-            return
+        """A value for the epoch (the caller sets ``last``)."""
         self.values.append(value)
         self.weights.append(weight)
         if len(self.values) >= _FOLD_EVERY and not callable(self.reduce_fx):
             self._fold()
 
     def _fold(self) -> None:
-        stacked = torch.stack([v.detach().to(torch.float64).reshape(()) for v in self.values])
+        values = self.values
+        dtype = values[0].dtype
+        if all(v.ndim == 0 and v.dtype == dtype for v in values):  # the usual case: one stack, one conversion
+            stacked = torch.stack(values).to(torch.float64)
+        else:  # a stack would promote mixed dtypes before widening them
+            stacked = torch.stack([v.detach().to(torch.float64).reshape(()) for v in values])
         fx = self.reduce_fx
         if fx == "mean":
             first = self.weights[0]
@@ -160,8 +163,11 @@ def to_floats(values: dict[str, Any]) -> dict[str, float]:
         else:
             out[name] = float(value)
     for names in by_device.values():
-        # float64 where the device has it (the host), float32 elsewhere (MPS has no float64)
-        floats = torch.stack([_wide(values[n]) for n in names]).tolist()
+        tensors = [values[n] for n in names]
+        if all(v.ndim == 0 and v.dtype == torch.float32 for v in tensors):  # the usual case, read as it is
+            floats = torch.stack(tensors).tolist() if len(tensors) > 1 else [tensors[0].tolist()]  # 0-d: a float
+        else:  # float64 where the device has it (the host), float32 elsewhere (MPS has no float64)
+            floats = torch.stack([_wide(v) for v in tensors]).tolist()
         out.update(zip(names, floats, strict=True))
     return {name: out[name] for name in values}
 

@@ -71,12 +71,17 @@ class TrainingLoop:
         self.progress = loop.progress
         self.train_loader: Any = None
         self.val_loaders: list[Any] = []
-        #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.module_overrides), per epoch.
+        #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.module_overrides), per fit.
         self.overrides = module_overrides.NONE
         #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
 
     # -- one epoch -----------------------------------------------------------------------------------------
+    def start_fit(self) -> None:
+        """Once per fit, after ``on_train_start``: find the module's own loop methods (looking them up costs
+        tens of attribute lookups, too many for every epoch)."""
+        self.overrides = module_overrides.overrides_of(self.t.module)
+
     def run_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         batches, read_to_end = self._start_epoch(resume)
@@ -123,9 +128,9 @@ class TrainingLoop:
         n, max_steps, every = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps
         automatic = getattr(module, "automatic_optimization", True)
         step_fn = self.automatic_batch if automatic else self.manual_batch
-        self.overrides = overrides = module_overrides.overrides_of(module)
-        if automatic and overrides.optimizer_step is not None:
+        if automatic and self.overrides.optimizer_step is not None:
             step_fn = functools.partial(module_overrides.batch_with_optimizer_step, self)
+        val_every, val_at_end, val_across = self.validation_schedule()
         scheds_stepped = False
         for batch_idx, batch in batches:
             if n == math.inf:
@@ -155,7 +160,9 @@ class TrainingLoop:
             if h.log_metrics is not None and p.global_step != step_before and p.global_step % every == 0:
                 metrics.write_step(results)
             # Lightning validates after the batch that set should_stop too (when the fit may stop now)
-            if self.should_validate(batch_idx, is_last) or (p.should_stop and self._validate_on_stop()):
+            if (is_last and val_at_end) or (val_every and (batch_idx + 1) % val_every == 0) \
+                    or (val_across and p.batches_seen % val_across == 0) \
+                    or (p.should_stop and self._validate_on_stop()):
                 self.run_validation()
             if is_last or (max_steps != -1 and p.global_step >= max_steps):
                 break
@@ -209,7 +216,7 @@ class TrainingLoop:
         k = t.config.accumulate_grad_batches
         out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
                      dataloader_idx=0, stage="train")
-        if isinstance(out, torch.Tensor):  # the common case, without a call
+        if type(out) is torch.Tensor:  # the common case, without a call (loss_of takes tensor subclasses)
             loss: torch.Tensor | None = out
         else:
             loss = module_overrides.loss_of(out)
@@ -329,21 +336,23 @@ class TrainingLoop:
             config.scheduler.step(float(value))
 
     # -- validation within the fit -------------------------------------------------------------------------
-    def should_validate(self, batch_idx: int, is_last: bool) -> bool:
+    def validation_schedule(self) -> tuple[int, bool, int]:
+        """When this epoch validates, as ``(every, at_end, across)``: after each batch ``i`` with ``(i + 1) % every
+        == 0`` (0: never so), after its last batch (``at_end``), or after each batch that brings the fit's batch
+        count to a multiple of ``across`` (0: never so). Fixed for an epoch, so it is worked out once per epoch."""
         t, cfg = self.t, self.t.config
         if not self.val_loaders or not any(t.num_val_batches):
-            return False
+            return 0, False, 0
         every_epoch = cfg.check_val_every_n_epoch
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
         if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
             assert isinstance(vci, int)
-            return self.progress.batches_seen % vci == 0
+            return 0, False, vci
         if (self.progress.current_epoch + 1) % every_epoch:
-            return False
+            return 0, False, 0
         if vci is None or (isinstance(vci, float) and vci == 1.0):
-            return is_last
-        every = vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))
-        return (batch_idx + 1) % every == 0
+            return 0, True, 0
+        return (vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))), False, 0
 
     def _validate_on_stop(self) -> bool:
         """``should_stop`` is set and the fit may stop: validate now if this epoch validates at all (Lightning's

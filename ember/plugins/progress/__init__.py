@@ -4,7 +4,8 @@
 :class:`ProgressBar` holds what every bar shares: which events open, advance and close a bar, and when a bar
 renders. Rendering reads the ``prog_bar`` metrics, which synchronises with the device, so a bar renders at
 most every ``refresh_rate`` batches and ``min_interval`` seconds, and on the last batch of each epoch; between
-renders a batch costs a counter increment and a clock read.
+renders a batch costs a counter increment (and, in a terminal, a clock read once ``refresh_rate`` batches
+have passed).
 
 When the output is not a terminal (a log file, CI, a pipe), no bar is drawn: one line per training epoch is
 printed instead, with the epoch, the batch count, the step, the rate and the ``prog_bar`` metrics.
@@ -22,6 +23,26 @@ from ember.hookspecs import hookimpl
 _STAGE_TITLE = {"validate": "Validation", "test": "Testing", "predict": "Predicting", "sanity": "Sanity check"}
 
 
+class _Count:
+    """The batches of one bar (training, validation, ...): counted every batch; ``bar`` (None when nothing is
+    drawn) is rendered when ``shown`` and ``when`` (the count and the time of the last render) say it is due."""
+
+    __slots__ = ("n", "total", "bar", "shown", "when")
+
+    def __init__(self, total: int | None, bar: Any) -> None:
+        self.n = 0
+        self.total = total
+        self.bar = bar
+        self.shown = 0
+        self.when = time.monotonic()
+
+    def undrawn(self) -> _Count:
+        """A copy that counts on without a bar."""
+        copy = _Count(self.total, None)
+        copy.n, copy.shown, copy.when = self.n, self.shown, self.when
+        return copy
+
+
 class ProgressBar:
     """The shared event logic; subclasses draw with a library (``_open``, ``_render``, ``_close``)."""
 
@@ -36,10 +57,7 @@ class ProgressBar:
         self.min_interval = min_interval
         self.force_terminal = force_terminal
         self._file = file
-        self._bars: dict[str, Any] = {}
-        self._counts: dict[str, int] = {}
-        self._totals: dict[str, int | None] = {}
-        self._rendered: dict[str, tuple[int, float]] = {}
+        self._live: dict[str, _Count] = {}  # the bars open now, by kind ("train", "validate", ...)
         self._epoch_start = 0.0
         self._tty = False
 
@@ -85,35 +103,34 @@ class ProgressBar:
 
     def _start(self, kind: str, total: int | None, description: str, leave: bool) -> None:
         self._finish(kind)
-        self._counts[kind] = 0
-        self._totals[kind] = total
-        self._rendered[kind] = (0, time.monotonic())
-        if self._tty:
-            self._bars[kind] = self._open(kind, total, description, leave)
+        self._live[kind] = _Count(total, self._open(kind, total, description, leave) if self._tty else None)
 
     def _advance(self, trainer: Any, kind: str, last: bool = False) -> None:
-        n = self._counts.get(kind)
-        if n is None:
-            return
-        n += 1
-        self._counts[kind] = n
-        bar = self._bars.get(kind)
-        if bar is None:
-            return
-        shown, when = self._rendered[kind]
-        now = time.monotonic()
-        if last or (n - shown >= self.refresh_rate and now - when >= self.min_interval):
-            self._rendered[kind] = (n, now)
-            self._render(kind, bar, n, self.metrics(trainer))
+        count = self._live.get(kind)
+        if count is not None:
+            count.n += 1
+            if count.bar is not None:
+                self._render_if_due(trainer, kind, count, last)
+
+    def _render_if_due(self, trainer: Any, kind: str, count: _Count, last: bool) -> None:
+        n = count.n
+        if last or n - count.shown >= self.refresh_rate:
+            now = time.monotonic()
+            if last or now - count.when >= self.min_interval:
+                count.shown, count.when = n, now
+                self._render(kind, count.bar, n, self.metrics(trainer))
 
     def _finish(self, kind: str, trainer: Any = None) -> None:
-        bar = self._bars.pop(kind, None)
-        if bar is not None:
+        count = self._live.pop(kind, None)
+        if count is not None and count.bar is not None:
             if trainer is not None:
-                self._render_and_close(kind, bar, self._counts.get(kind, 0), self.metrics(trainer))
+                self._render_and_close(kind, count.bar, count.n, self.metrics(trainer))
             else:
-                self._close(kind, bar)
-        self._counts.pop(kind, None)
+                self._close(kind, count.bar)
+
+    def _drawing(self) -> bool:
+        """Some bar is drawn now."""
+        return any(count.bar is not None for count in self._live.values())
 
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl
@@ -132,18 +149,21 @@ class ProgressBar:
 
     @hookimpl
     def on_train_batch_end(self, trainer: Any, batch_idx: int) -> None:
-        total = trainer.num_training_batches
-        self._advance(trainer, "train", last=batch_idx + 1 >= total)
+        count = self._live.get("train")  # every step: counting is all, unless a render is due
+        if count is not None:
+            count.n += 1
+            if count.bar is not None:
+                self._render_if_due(trainer, "train", count, batch_idx + 1 >= trainer.num_training_batches)
 
     @hookimpl(trylast=True)
     def on_train_epoch_end(self, trainer: Any) -> None:
         if not self._active:
             return
-        n = self._counts.get("train", 0)
         if self._tty:
             self._finish("train", trainer)
             return
-        self._counts.pop("train", None)
+        count = self._live.pop("train", None)
+        n = count.n if count is not None else 0
         elapsed = max(time.monotonic() - self._epoch_start, 1e-9)
         epochs = trainer.max_epochs
         parts = [f"Epoch {trainer.current_epoch + 1}" + (f"/{epochs}" if epochs and epochs > 0 else "") +
@@ -161,18 +181,18 @@ class ProgressBar:
 
     @hookimpl
     def on_validation_batch_end(self, trainer: Any) -> None:
-        self._advance(trainer, "sanity" if trainer.sanity_checking else "validate")
+        if self._tty:  # outside a terminal, validation, test and predict bars are not even counted
+            self._advance(trainer, "sanity" if trainer.sanity_checking else "validate")
 
     @hookimpl
     def on_validation_end(self, trainer: Any) -> None:
         kind = "sanity" if trainer.sanity_checking else "validate"
         self._finish(kind, trainer if trainer.state.get("fn") != "fit" else None)
-        train = self._bars.get("train")
-        n = self._counts.get("train", 0)
+        train = self._live.get("train")
         # show the new validation metrics on the training bar; after the epoch's last batch the bar's final
         # render at the epoch's end (right after this) shows them
-        if train is not None and n != self._totals.get("train"):
-            self._render("train", train, n, self.metrics(trainer))
+        if train is not None and train.bar is not None and train.n != train.total:
+            self._render("train", train.bar, train.n, self.metrics(trainer))
 
     @hookimpl
     def on_test_start(self, trainer: Any) -> None:
@@ -181,7 +201,8 @@ class ProgressBar:
 
     @hookimpl
     def on_test_batch_end(self, trainer: Any) -> None:
-        self._advance(trainer, "test")
+        if self._tty:
+            self._advance(trainer, "test")
 
     @hookimpl
     def on_test_end(self, trainer: Any) -> None:
@@ -194,7 +215,8 @@ class ProgressBar:
 
     @hookimpl
     def on_predict_batch_end(self, trainer: Any) -> None:
-        self._advance(trainer, "predict")
+        if self._tty:
+            self._advance(trainer, "predict")
 
     @hookimpl
     def on_predict_end(self) -> None:
@@ -209,13 +231,12 @@ class ProgressBar:
         self._close_all()
 
     def _close_all(self) -> None:
-        for kind in list(self._bars):
+        for kind in list(self._live):
             self._finish(kind)
-        self._counts.clear()
 
     def __getstate__(self) -> dict:  # the bars hold terminals and threads
         state = dict(self.__dict__)
-        state["_bars"] = {}
+        state["_live"] = {kind: count.undrawn() for kind, count in self._live.items()}
         state["_file"] = None
         return state
 

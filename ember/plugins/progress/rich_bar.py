@@ -71,7 +71,7 @@ class RichProgressBar(ProgressBar):
         else:
             progress.stop_task(task_id)
         progress.refresh()
-        if not self._bars:  # the last bar closed: release the terminal
+        if not self._drawing():  # the last bar closed: release the terminal
             progress.stop()
             self._progress = None
 
