@@ -86,12 +86,12 @@ def lm(config: LMConfig = LMConfig(), device: str = "cuda", precision: str = "bf
 
 
 def raw_run(w: workloads.Workload, clock: workloads.Clock, device: str, precision: str,
-            compiled: bool = False) -> float:
-    """The loop a user writes with ``torch.autocast`` (and a ``GradScaler`` under 16-mixed)."""
+            net: torch.nn.Module | None = None) -> float:
+    """The loop a user writes with ``torch.autocast`` (and a ``GradScaler`` under 16-mixed); ``net``: one to train
+    on (a compiled one, kept from run to run so that only the warm-up run compiles), else a fresh one."""
     dtype, scaled = PRECISIONS[precision]
-    net = w.make_net().to(device)
-    opt = w.make_optimizer(net)
-    model: Callable[..., torch.Tensor] = torch.compile(net) if compiled else net
+    model = (w.make_net() if net is None else net).to(device)
+    opt = w.make_optimizer(model)
     scaler = torch.amp.GradScaler(device.split(":")[0]) if scaled else None
     train, _ = w.make_data()
     start = clock()
@@ -113,16 +113,10 @@ def raw_run(w: workloads.Workload, clock: workloads.Clock, device: str, precisio
     return clock() - start
 
 
-class Compiled(torch.nn.Module):
-    """A network whose forward runs through ``torch.compile`` (as a user who compiles the model would)."""
-
-    def __init__(self, net: torch.nn.Module) -> None:
-        super().__init__()
-        self.net = net
-        self.compiled = torch.compile(net)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.compiled(x)
+def compiled_net(w: workloads.Workload, compiled: bool) -> torch.nn.Module | None:
+    """A compiled network for one loop, built once and trained by each of its runs (as benchmarks/compiled.py
+    does: the warm-up run compiles), or None: a fresh network per run."""
+    return torch.compile(w.make_net()) if compiled else None  # type: ignore[return-value]
 
 
 def loops_for(w: workloads.Workload, clock: workloads.Clock, device: str, precision: str, loops: list[str],
@@ -131,11 +125,10 @@ def loops_for(w: workloads.Workload, clock: workloads.Clock, device: str, precis
     runs: list[tuple[str, harness.Run]] = []
     for loop in loops:
         defaults = loop.endswith("defaults")
-        net = (lambda: Compiled(w.make_net())) if compiled else (lambda: None)
         label = loop + (" (compiled)" if compiled else "")
         if loop.startswith("ember"):
-            runs.append((label, lambda d=defaults, n=net: frameworks.ember_run(
-                w, clock, defaults=d, device=accelerator, precision=precision, net=n())))
+            runs.append((label, lambda d=defaults, n=compiled_net(w, compiled): frameworks.ember_run(
+                w, clock, defaults=d, device=accelerator, precision=precision, net=n)))
         elif loop.startswith("lightning") and frameworks.lightning_module() is not None and not compiled:
             runs.append((label, lambda d=defaults: frameworks.lightning_run(
                 w, clock, defaults=d, device=accelerator, precision=precision)))
@@ -182,15 +175,17 @@ def gpu_groups(clock: Any, repeats: int, loops: list[str], config: LMConfig = LM
     groups = []
     for precision, compiled in cases:
         w = lm(config, device, precision)
-        raw: harness.Run = lambda w=w, p=precision, c=compiled: raw_run(w, clock, device, p, c)  # noqa: E731
+        raw: harness.Run = lambda w=w, p=precision, n=compiled_net(w, compiled): raw_run(  # noqa: E731
+            w, clock, device, p, n)
         runs = loops_for(w, clock, device, precision, loops, compiled)
         group = interleave(raw, runs, w.steps(), repeats, base_label="raw" + (" (compiled)" if compiled else ""))
         syncs: dict[str, float] = {}
         if count_syncs and device.startswith("cuda"):
             def runs_of(sw: workloads.Workload, p: str = precision, c: bool = compiled,
                         label: str = group.baseline.label) -> dict[str, harness.Run]:
-                return {label: lambda: raw_run(sw, clock, device, p, c), **dict(loops_for(sw, clock, device, p,
-                                                                                          loops, c))}
+                net = compiled_net(sw, c)
+                return {label: lambda: raw_run(sw, clock, device, p, net), **dict(loops_for(sw, clock, device, p,
+                                                                                            loops, c))}
 
             syncs = syncs_per_step(runs_of, config, device, precision)
         tokens = config.batch * config.seq
