@@ -7,10 +7,8 @@ what to use instead.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from ember.core.callback import Callback
+from ember.lightning._names import lazy_names
 
 #: Lightning's name -> (ember module, ember class).
 ALIASES = {
@@ -47,10 +45,4 @@ MISSING = {
 __all__ = ["Callback", *ALIASES]
 
 
-def __getattr__(name: str) -> Any:
-    found = ALIASES.get(name)
-    if found is not None:
-        return getattr(importlib.import_module(found[0]), found[1])
-    if name in MISSING:
-        raise AttributeError(f"ember has no {name} callback: {MISSING[name]}.")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, ALIASES, MISSING, " callback")

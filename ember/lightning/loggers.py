@@ -3,8 +3,7 @@ imported when first used."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ember.lightning._names import lazy_names
 
 ALIASES = {
     "CSVLogger": ("ember.plugins.loggers.csv_logger", "CSVLogger"),
@@ -19,10 +18,4 @@ MISSING = {"CometLogger": "write a logger plugin (docs/writing-plugins.md)",
 __all__ = list(ALIASES)
 
 
-def __getattr__(name: str) -> Any:
-    found = ALIASES.get(name)
-    if found is not None:
-        return getattr(importlib.import_module(found[0]), found[1])
-    if name in MISSING:
-        raise AttributeError(f"ember has no {name}: {MISSING[name]}.")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, ALIASES, MISSING)
