@@ -52,13 +52,12 @@ class MetricLog:
         if entry is None:
             entry = results.entries[key] = self._new_entry(name, key, on_step, on_epoch, prog_bar, logger,
                                                            reduce_fx, sync_dist, add_dataloader_idx)
+        entry.serial = self.progress.batches_seen
         if type(value) is torch.Tensor and value.ndim == 0:  # the usual case, checked without a call
             # a tensor without a graph is kept as it is: detaching it would only make another tensor object
             tensor = value.detach() if value.requires_grad else value
-            entry.serial = self.progress.batches_seen
         else:
             tensor = to_tensor(name, value)
-            entry.serial = self.progress.batches_seen
             if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
                 entry.add_metric(tensor)
                 if entry.on_step and entry.last is not None:
