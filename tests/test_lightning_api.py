@@ -291,19 +291,25 @@ def test_backward_override_under_a_scaling_precision_is_named() -> None:
 
 
 # -- LightningModule API -----------------------------------------------------------------------------------
+class HparamsLogger:
+    """A logger that records the hyperparameters it is given into ``logged``."""
+
+    role = "logger"
+
+    def __init__(self, logged: list[dict]) -> None:
+        self.logged = logged
+
+    @ember.hookimpl
+    def log_hyperparams(self, params):
+        self.logged.append(dict(params))
+
+    @ember.hookimpl
+    def log_metrics(self, metrics, step):
+        pass
+
+
 def test_logger_loggers_and_hyperparameters_kept_from_loggers() -> None:
     logged: list[dict] = []
-
-    class Logger:
-        role = "logger"
-
-        @ember.hookimpl
-        def log_hyperparams(self, params):
-            logged.append(dict(params))
-
-        @ember.hookimpl
-        def log_metrics(self, metrics, step):
-            pass
 
     class Model(TinyClassifier):
         def __init__(self, lr: float = 0.1, secret: str = "s", hidden: int = 16) -> None:
@@ -313,7 +319,7 @@ def test_logger_loggers_and_hyperparameters_kept_from_loggers() -> None:
         def on_fit_start(self):
             logged.append({"logger": self.logger, "loggers": self.loggers})
 
-    logger = Logger()
+    logger = HparamsLogger(logged)
     model = Model()
     assert dict(model.hparams) == {"lr": 0.1, "hidden": 16}
     train, _ = tiny_loaders(n=8, batch_size=8)
@@ -374,18 +380,8 @@ def test_datamodule_state_round_trips_through_a_checkpoint(tmp_path: Path) -> No
 def test_datamodule_hparams_reach_the_loggers() -> None:
     logged: list[dict] = []
 
-    class Logger:
-        role = "logger"
-
-        @ember.hookimpl
-        def log_hyperparams(self, params):
-            logged.append(dict(params))
-
-        @ember.hookimpl
-        def log_metrics(self, metrics, step):
-            pass
-
-    ember.Trainer(**{**FAST_TRAINER_ARGS, "logger": Logger()}).fit(TinyClassifier(), datamodule=_CountingData(4))
+    ember.Trainer(**{**FAST_TRAINER_ARGS, "logger": HparamsLogger(logged)}).fit(TinyClassifier(),
+                                                                               datamodule=_CountingData(4))
     assert logged == [{"batch_size": 4}]
 
 
