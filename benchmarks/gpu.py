@@ -87,30 +87,10 @@ def lm(config: LMConfig = LMConfig(), device: str = "cuda", precision: str = "bf
 
 def raw_run(w: workloads.Workload, clock: workloads.Clock, device: str, precision: str,
             net: torch.nn.Module | None = None) -> float:
-    """The loop a user writes with ``torch.autocast`` (and a ``GradScaler`` under 16-mixed); ``net``: one to train
-    on (a compiled one, kept from run to run so that only the warm-up run compiles), else a fresh one."""
+    """The raw loop (:func:`benchmarks.workloads.raw_run`) under ``precision``: ``torch.autocast``, and a
+    ``GradScaler`` under 16-mixed; ``net``: a compiled one kept from run to run, else a fresh one."""
     dtype, scaled = PRECISIONS[precision]
-    model = (w.make_net() if net is None else net).to(device)
-    opt = w.make_optimizer(model)
-    scaler = torch.amp.GradScaler(device.split(":")[0]) if scaled else None
-    train, _ = w.make_data()
-    start = clock()
-    for _ in range(w.epochs):
-        for x, y in train:
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with torch.autocast(device.split(":")[0], dtype=dtype):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            opt.zero_grad(set_to_none=True)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return clock() - start
+    return workloads.raw_run(w, clock, device=device, net=net, autocast=dtype, scaled=scaled)
 
 
 def compiled_net(w: workloads.Workload, compiled: bool) -> torch.nn.Module | None:

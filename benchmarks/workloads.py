@@ -133,12 +133,15 @@ def val_of(net: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, torch.Tensor
 
 # -- the raw loop: what a user writes without a framework ---------------------------------------------------
 def raw_run(workload: Workload, clock: Clock, device: str = "cpu", net: torch.nn.Module | None = None,
-            autocast: torch.dtype | None = None) -> float:
+            autocast: torch.dtype | None = None, scaled: bool = False) -> float:
+    """``scaled``: the loss goes through a ``torch.amp.GradScaler`` (what 16-mixed takes)."""
     net = (workload.make_net() if net is None else net).to(device)
     opt = workload.make_optimizer(net)
+    scaler = torch.amp.GradScaler(device.split(":")[0]) if scaled else None
     sched = workload.make_scheduler(opt) if workload.make_scheduler else None
     train, val = workload.make_data()
-    ctx: Callable[[], Any] = (lambda: torch.autocast(device, dtype=autocast)) if autocast else contextlib.nullcontext
+    ctx: Callable[[], Any] = (lambda: torch.autocast(device.split(":")[0], dtype=autocast)) if autocast \
+        else contextlib.nullcontext
     non_blocking = device != "cpu"
     start = clock()
     for _ in range(workload.epochs):
@@ -148,8 +151,13 @@ def raw_run(workload: Workload, clock: Clock, device: str = "cpu", net: torch.nn
             with ctx():
                 loss = loss_of(net, (x, y))
             opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
         if sched is not None:
             sched.step()
         if val is not None:
