@@ -191,16 +191,15 @@ def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     _check_replaceable(path)
-    _remove_stale_temporaries(path)
     tmp = _tmp_name(path)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     try:
         fd = os.open(tmp, flags, 0o666)
     except FileNotFoundError:  # the first file of a new directory
         os.makedirs(directory, exist_ok=True)
-        _remove_stale_temporaries(path)
         fd = os.open(tmp, flags, 0o666)
     try:
+        _remove_stale_temporaries(path)  # our own temporary file is left alone (its process runs)
         # A large buffer: torch.save writes a record at a time, and each system call lets the training thread
         # and this one trade the interpreter lock; a small checkpoint goes out in one write.
         with os.fdopen(fd, "wb", buffering=_WRITE_BUFFER) as f:
