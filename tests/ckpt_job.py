@@ -139,32 +139,38 @@ def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_
             "trainer": trainer, "best": dict(callbacks[1].best_k_models)}
 
 
-#: Test-only: ``EMBER_TEST_SLOW_WRITE=N`` makes the N-th checkpoint serialised on a background thread stop
-#: halfway through its file (fsynced), write ``OUT/writing`` with the thread's name, and hang until killed.
+#: Test-only: ``EMBER_TEST_SLOW_WRITE=N`` makes the N-th checkpoint file written on a background thread stop
+#: halfway through (fsynced), write ``OUT/writing`` with the thread's name, and hang until killed.
 SLOW_WRITE_ENV = "EMBER_TEST_SLOW_WRITE"
 
 
 def hang_in_background_write(out: str, nth: int) -> None:
-    real_save = torch.save
+    from ember.plugins._shared import checkpoint_files
+
+    real_write = checkpoint_files._atomic_write
     count = 0
 
-    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    def atomic_write(path: str, write: Any, content: Any) -> None:
         nonlocal count
         if threading.current_thread() is threading.main_thread():
-            return real_save(obj, f, *args, **kwargs)
+            return real_write(path, write, content)
         count += 1
         if count != nth:
-            return real_save(obj, f, *args, **kwargs)
-        buffer = io.BytesIO()
-        real_save(obj, buffer, *args, **kwargs)
-        f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
-        f.flush()
-        os.fsync(f.fileno())
-        with open(os.path.join(out, "writing"), "w") as marker:
-            marker.write(threading.current_thread().name)
-        time.sleep(300)
+            return real_write(path, write, content)
 
-    torch.save = save
+        def half(f: Any) -> None:
+            buffer = io.BytesIO()
+            write(buffer)
+            f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+            f.flush()
+            os.fsync(f.fileno())
+            with open(os.path.join(out, "writing"), "w") as marker:
+                marker.write(threading.current_thread().name)
+            time.sleep(300)
+
+        return real_write(path, half, content)
+
+    checkpoint_files._atomic_write = atomic_write
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,3 +271,96 @@ def test_writes_stay_on_the_training_thread_unless_every_plugin_answering_saves_
     plugin = AnswersSaves(declared)
     fit(tmp_path, Watch(), epochs=2, plugins=[plugin])
     assert plugin.threads == threads
+
+
+class HeldStorage(TorchCheckpointIO):
+    """The default storage, recording on which thread checkpoints are serialised and written; the first write
+    is held until training has taken ``hold_for`` more steps (counted by the ``on_train_batch_end`` hook)."""
+
+    def __init__(self, hold_for: int = 0) -> None:
+        super().__init__()
+        self.hold_for = hold_for
+        self.serialized: list[str] = []
+        self.written: list[tuple[str, str, int]] = []
+        self.weights_at_save: dict[int, dict[str, torch.Tensor]] = {}
+        self.steps = 0
+        self._stepped = threading.Condition()
+
+    @ember.hookimpl
+    def on_train_batch_end(self) -> None:
+        with self._stepped:
+            self.steps += 1
+            self._stepped.notify_all()
+
+    @ember.hookimpl
+    def on_save_checkpoint(self, trainer: Any) -> None:
+        self.weights_at_save[trainer.global_step] = {k: v.clone() for k, v in trainer.module.state_dict().items()}
+
+    def serialize_checkpoint(self, checkpoint: dict) -> Any:
+        self.serialized.append(threading.current_thread().name)
+        return super().serialize_checkpoint(checkpoint)
+
+    def hold_writes(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Record (and hold, see above) the writes of serialised checkpoints."""
+        write = torch_file.atomic_write_bytes
+
+        def held(data: Any, path: str) -> None:
+            start = self.steps
+            if self.hold_for and not self.written:
+                with self._stepped:
+                    self._stepped.wait_for(lambda: self.steps >= start + self.hold_for, timeout=10)
+            self.written.append((os.path.basename(path), threading.current_thread().name, self.steps - start))
+            write(data, path)
+
+        monkeypatch.setattr(torch_file, "atomic_write_bytes", held)
+
+
+def test_on_the_cpu_the_training_thread_serialises_and_the_writer_only_writes(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing wraps save_checkpoint: the checkpoint is serialised at the safe point (its bytes are the snapshot)
+    # and the background thread writes, fsyncs and renames them.
+    storage = HeldStorage(hold_for=2)
+    storage.hold_writes(monkeypatch)
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1, save_last=True)
+    trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), callbacks=[cb], checkpoint_io=storage,
+                            **QUIET)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert storage.serialized == ["MainThread"] * 3
+    assert [(file, thread) for file, thread, _ in storage.written] == [
+        (f"epoch={e}-step={4 * (e + 1)}.ckpt", "ember-checkpoint-writer") for e in range(3)]
+    assert storage.written[0][2] >= 2  # training went on while the first file was written
+    first = safe_load(str(tmp_path / "ck" / "epoch=0-step=4.ckpt"))
+    for key, value in storage.weights_at_save[4].items():  # the weights of the moment it was requested
+        assert torch.equal(first["state_dict"][key], value)
+    assert not torch.equal(first["state_dict"]["net.0.weight"], trainer.module.state_dict()["net.0.weight"])
+    assert os.path.samefile(tmp_path / "ck" / "last.ckpt", tmp_path / "ck" / "epoch=2-step=12.ckpt")
+
+
+class OwnFormat(TorchCheckpointIO):
+    """A storage that changes how files are written: its save_checkpoint must see every checkpoint."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved: list[str] = []
+
+    @ember.hookimpl
+    def save_checkpoint(self, trainer: Any, checkpoint: Any, path: str) -> bool:
+        assert isinstance(checkpoint, dict)
+        self.saved.append(os.path.basename(path))
+        return super().save_checkpoint(trainer, checkpoint, path)
+
+
+def test_a_storage_that_writes_its_own_way_or_a_wrapper_keeps_the_checkpoint_as_a_dict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = OwnFormat()
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), checkpoint_io=storage,
+                            callbacks=[ModelCheckpoint(dirpath=tmp_path / "own")], **QUIET)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert storage.saved == ["epoch=0-step=4.ckpt", "last.ckpt", "epoch=1-step=8.ckpt", "last.ckpt"]  # no links
+    assert safe_load(str(tmp_path / "own" / "last.ckpt"))["global_step"] == 8
+    held = HeldStorage()
+    held.hold_writes(monkeypatch)
+    watch = Watch()  # wraps save_checkpoint, so it is called with the checkpoint, on the writer thread
+    fit(tmp_path, watch, epochs=2, checkpoint_io=held)
+    assert held.serialized == [] and held.written == []
+    assert [name for _, name in watch.threads] == ["ember-checkpoint-writer"] * 2

@@ -227,18 +227,19 @@ class Checkpointing:
         a fit trains and the storage allows it, the writing runs in the background on a snapshot."""
         t = self.trainer
         self.writer.wait()  # in order with the write in flight; raises its error
-        built: dict[bool, dict[str, Any]] = {}
-        ops: list[tuple[str, str, dict[str, Any] | None]] = []
+        built: dict[bool, dict[str, Any] | memoryview] = {}
+        ops: list[tuple[str, str, dict[str, Any] | memoryview | None]] = []
         with self._plugins_registered() as hook:
             storage_writes = self._storage_writes()
-            background = self._deferring and storage_writes and \
-                bool(getattr(t.role_plugins.get("checkpoint_io"), "async_save", False))
+            storage = t.role_plugins.get("checkpoint_io")
+            background = self._deferring and storage_writes and bool(getattr(storage, "async_save", False))
+            serializer = self._serializer(storage) if background else None
             for op, path, weights_only in requests:
                 if op == "remove":
                     ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    built[weights_only] = self._build_plain(path, weights_only, batch_idx, background)
+                    built[weights_only] = self._build_plain(path, weights_only, batch_idx, background, serializer)
                 ops.append((op, path, built[weights_only]))
             if background:
                 self.writer.submit(lambda at: self._carry_out(hook, ops, at, storage_writes))
@@ -257,12 +258,30 @@ class Checkpointing:
                                                                                          False)
                    for impl in self.trainer.plugin_manager.hook.save_checkpoint.get_hookimpls())
 
+    def _serializer(self, storage: Any) -> Callable[[dict[str, Any]], memoryview | None] | None:
+        """For a background write of a single process training on the CPU: the storage's
+        ``serialize_checkpoint``, when the storage alone answers ``save_checkpoint`` (nothing wraps it): its
+        ``save_checkpoint`` then gets the bytes that method returned instead of the checkpoint."""
+        t = self.trainer
+        serialize = getattr(storage, "serialize_checkpoint", None)
+        if not callable(serialize) or t.world_size > 1 or t.root_device.type != "cpu":
+            return None
+        impls = t.plugin_manager.hook.save_checkpoint.get_hookimpls()
+        return serialize if len(impls) == 1 and impls[0].plugin is storage else None
+
     def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None,
-                     snapshotted: bool = False) -> dict[str, Any]:
+                     snapshotted: bool = False, serializer: Callable[[dict[str, Any]], memoryview | None] | None = None
+                     ) -> dict[str, Any] | memoryview:
         """The checkpoint, checked to be plain data; ``snapshotted``: copied to host buffers in the same walk (for
-        a write in the background, while training goes on)."""
+        a write in the background, while training goes on), or, with ``serializer``, serialised now: for a
+        checkpoint in host memory that is one copy, and the file work alone is left to the background thread
+        (pickling there would compete with the training thread for the interpreter lock and cost it more)."""
         try:
             checkpoint = self.build(weights_only, batch_idx)
+            if serializer is not None:
+                data = serializer(make_plain(checkpoint))
+                if data is not None:
+                    return data
             if snapshotted:
                 return snapshot(checkpoint, self._buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
             return make_plain(checkpoint)
@@ -272,12 +291,13 @@ class Checkpointing:
                 "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
                 "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
 
-    def _carry_out(self, hook: Any, ops: list[tuple[str, str, dict[str, Any] | None]],
+    def _carry_out(self, hook: Any, ops: list[tuple[str, str, dict[str, Any] | memoryview | None]],
                    at: Callable[[str], None], may_link: bool) -> None:
         """The storage work of :meth:`_write` (on the training thread or the writer's). A checkpoint already
         written to one file goes to the next one as a link or a copy of those bytes, when the storage can."""
         t = self.trainer
-        link = getattr(t.role_plugins.get("checkpoint_io"), "link_checkpoint", None) if may_link else None
+        storage = t.role_plugins.get("checkpoint_io")
+        link = getattr(storage, "link_checkpoint", None) if may_link else None
         written: dict[int, str] = {}
         for op, path, checkpoint in ops:
             at(path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
+import io
 import logging
 import os
 import pickle
@@ -108,6 +109,18 @@ def _remove_stale_temporaries(path: str) -> None:
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save(obj)`` to ``path`` atomically: ``path`` holds the old bytes or all of the new ones."""
     _atomic_write(path, lambda f: torch.save(obj, f), obj)
+
+
+def serialize(obj: Any) -> memoryview:
+    """The bytes ``torch.save(obj)`` writes, in memory (they belong to that moment: ``obj`` may change after)."""
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getbuffer()
+
+
+def atomic_write_bytes(data: bytes | memoryview, path: str) -> None:
+    """Write ``data`` (e.g. from :func:`serialize`) to ``path`` atomically, as :func:`atomic_save` does."""
+    _atomic_write(path, lambda f: f.write(data), len(data))
 
 
 def atomic_link(source: str, path: str) -> None:

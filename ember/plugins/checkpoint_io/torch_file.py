@@ -24,8 +24,10 @@ from ember.plugins._shared.checkpoint_files import (
     UnsafeLoadWarning,
     atomic_link,
     atomic_save,
+    atomic_write_bytes,
     disk_full_error,
     safe_load,
+    serialize,
     warn_unsafe_load,
 )
 
@@ -55,10 +57,20 @@ class TorchCheckpointIO:
         return 0
 
     @hookimpl
-    def save_checkpoint(self, trainer: Any, checkpoint: dict, path: str) -> bool:
+    def save_checkpoint(self, trainer: Any, checkpoint: dict | memoryview, path: str) -> bool:
         if trainer is None or trainer.global_rank == 0:  # one file for all processes
-            atomic_save(checkpoint, path)
+            if isinstance(checkpoint, memoryview):  # what serialize_checkpoint returned
+                atomic_write_bytes(checkpoint, path)
+            else:
+                atomic_save(checkpoint, path)
         return True
+
+    def serialize_checkpoint(self, checkpoint: dict) -> memoryview | None:
+        """The bytes :meth:`save_checkpoint` would write for ``checkpoint``, taken now; ``save_checkpoint`` called
+        later (on the writer thread) with them writes them. None when a subclass changes how files are written."""
+        if type(self).save_checkpoint is not TorchCheckpointIO.save_checkpoint:
+            return None
+        return serialize(checkpoint)
 
     def link_checkpoint(self, trainer: Any, source: str, path: str) -> bool:
         """Give ``path`` the bytes already written to ``source`` (a hard link, or a copy of the bytes). False
