@@ -364,3 +364,24 @@ def test_a_storage_that_writes_its_own_way_or_a_wrapper_keeps_the_checkpoint_as_
     fit(tmp_path, watch, epochs=2, checkpoint_io=held)
     assert held.serialized == [] and held.written == []
     assert [name for _, name in watch.threads] == ["ember-checkpoint-writer"] * 2
+
+
+def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the_writer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.core import async_writer
+
+    assert async_writer.small_enough({"w": torch.zeros(256)}, limit=1024)  # 1024 bytes
+    assert not async_writer.small_enough({"w": [torch.zeros(200), torch.zeros(100)]}, limit=1024)
+    monkeypatch.setattr(async_writer, "SERIALIZE_INLINE_BYTES", 1024)  # the tiny model's checkpoint is larger
+    storage = HeldStorage()
+    storage.hold_writes(monkeypatch)
+    saved: list[str] = []
+    save = torch_file.atomic_save
+    monkeypatch.setattr(torch_file, "atomic_save",
+                        lambda obj, path: (saved.append(threading.current_thread().name), save(obj, path)))
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), checkpoint_io=storage,
+                            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ck")], **QUIET)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert storage.serialized == [] and storage.written == []
+    assert saved == ["ember-checkpoint-writer"] * 2
+    assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 8

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core import rng
-from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
+from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, small_enough, snapshot
 from ember.core.checkpoint_format import (
     FORMAT_VERSION,
     NotPlain,
@@ -273,13 +273,15 @@ class Checkpointing:
                      snapshotted: bool = False, serializer: Callable[[dict[str, Any]], memoryview | None] | None = None
                      ) -> dict[str, Any] | memoryview:
         """The checkpoint, checked to be plain data; ``snapshotted``: copied to host buffers in the same walk (for
-        a write in the background, while training goes on), or, with ``serializer``, serialised now: for a
-        checkpoint in host memory that is one copy, and the file work alone is left to the background thread
-        (pickling there would compete with the training thread for the interpreter lock and cost it more)."""
+        a write in the background, while training goes on), or, with ``serializer`` and a small checkpoint
+        (:func:`~ember.core.async_writer.small_enough`), serialised now: its bytes are the snapshot, and the file
+        work alone is left to the background thread (pickling there would compete with the training thread for
+        the interpreter lock and cost it more)."""
         try:
             checkpoint = self.build(weights_only, batch_idx)
             if serializer is not None:
-                data = serializer(make_plain(checkpoint))
+                checkpoint = make_plain(checkpoint)
+                data = serializer(checkpoint) if small_enough(checkpoint) else None
                 if data is not None:
                     return data
             if snapshotted:
