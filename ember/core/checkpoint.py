@@ -24,20 +24,18 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ember.core import rng
-from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, small_enough, snapshot
+from ember.core.async_writer import BackgroundWriter, SnapshotBuffers
 from ember.core.checkpoint_format import (
     FORMAT_VERSION,
-    NotPlain,
     check_format,
     check_optimizer_state,
     check_weights,
-    make_plain,
     note_weights,
     plain_hparams,
     read,
@@ -52,6 +50,7 @@ from ember.core.checkpoint_paths import (
     default_checkpoint_dir,
     run_dir,
 )
+from ember.core.checkpoint_writes import Op, Writes
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.positional import STYLE_ATTR
 from ember.core.resumable_data import TrainData
@@ -224,95 +223,27 @@ class Checkpointing:
 
     def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
-        a fit trains and the storage allows it, the writing runs in the background on a snapshot."""
+        a fit trains and the plugins allow it, the writing runs in the background (see
+        :mod:`ember.core.checkpoint_writes`)."""
         t = self.trainer
         self.writer.wait()  # in order with the write in flight; raises its error
-        built: dict[bool, dict[str, Any] | memoryview] = {}
-        ops: list[tuple[str, str, dict[str, Any] | memoryview | None]] = []
+        built: dict[bool, Any] = {}
+        ops: list[Op] = []
         with self._plugins_registered() as hook:
-            storage_writes = self._storage_writes()
-            storage = t.role_plugins.get("checkpoint_io")
-            background = self._deferring and storage_writes and bool(getattr(storage, "async_save", False))
-            serializer = self._serializer(storage) if background else None
+            writes = Writes(t, self._deferring)
             for op, path, weights_only in requests:
                 if op == "remove":
                     ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    built[weights_only] = self._build_plain(path, weights_only, batch_idx, background, serializer)
+                    built[weights_only] = writes.prepare(self.build(weights_only, batch_idx), path, self._buffers)
                 ops.append((op, path, built[weights_only]))
-            if background:
-                self.writer.submit(lambda at: self._carry_out(hook, ops, at, storage_writes))
+            if writes.background:
+                self.writer.submit(lambda at: writes.carry_out(hook, ops, at))
             else:
-                self._carry_out(hook, ops, lambda path: None, storage_writes)
+                writes.carry_out(hook, ops, lambda path: None)
             if t.world_size > 1 and built:
                 hook.call("barrier", trainer=t, name="save_checkpoint")
-
-    def _storage_writes(self) -> bool:
-        """True when the storage plugin is what writes: every other plugin answering ``save_checkpoint`` itself
-        declares ``async_save`` (e.g. DDP's, which only answers for the ranks that write nothing). A sharded
-        save is collective: it must run on every process, on the training thread, once per file (no links).
-        Wrappers run wherever the write runs."""
-        storage = self.trainer.role_plugins.get("checkpoint_io")
-        return all(impl.wrapper or impl.hookwrapper or impl.plugin is storage or getattr(impl.plugin, "async_save",
-                                                                                         False)
-                   for impl in self.trainer.plugin_manager.hook.save_checkpoint.get_hookimpls())
-
-    def _serializer(self, storage: Any) -> Callable[[dict[str, Any]], memoryview | None] | None:
-        """For a background write of a single process training on the CPU: the storage's
-        ``serialize_checkpoint``, when the storage alone answers ``save_checkpoint`` (nothing wraps it): its
-        ``save_checkpoint`` then gets the bytes that method returned instead of the checkpoint."""
-        t = self.trainer
-        serialize = getattr(storage, "serialize_checkpoint", None)
-        if not callable(serialize) or t.world_size > 1 or t.root_device.type != "cpu":
-            return None
-        impls = t.plugin_manager.hook.save_checkpoint.get_hookimpls()
-        return serialize if len(impls) == 1 and impls[0].plugin is storage else None
-
-    def _build_plain(self, path: str, weights_only: bool, batch_idx: int | None,
-                     snapshotted: bool = False, serializer: Callable[[dict[str, Any]], memoryview | None] | None = None
-                     ) -> dict[str, Any] | memoryview:
-        """The checkpoint, checked to be plain data; ``snapshotted``: copied to host buffers in the same walk (for
-        a write in the background, while training goes on), or, with ``serializer`` and a small checkpoint
-        (:func:`~ember.core.async_writer.small_enough`), serialised now: its bytes are the snapshot, and the file
-        work alone is left to the background thread (pickling there would compete with the training thread for
-        the interpreter lock and cost it more)."""
-        try:
-            checkpoint = self.build(weights_only, batch_idx)
-            if serializer is not None:
-                checkpoint = make_plain(checkpoint)
-                data = serializer(checkpoint) if small_enough(checkpoint) else None
-                if data is not None:
-                    return data
-            if snapshotted:
-                return snapshot(checkpoint, self._buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
-            return make_plain(checkpoint)
-        except NotPlain as exc:
-            raise CheckpointError(
-                f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
-                "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
-                "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
-
-    def _carry_out(self, hook: Any, ops: list[tuple[str, str, dict[str, Any] | memoryview | None]],
-                   at: Callable[[str], None], may_link: bool) -> None:
-        """The storage work of :meth:`_write` (on the training thread or the writer's). A checkpoint already
-        written to one file goes to the next one as a link or a copy of those bytes, when the storage can."""
-        t = self.trainer
-        storage = t.role_plugins.get("checkpoint_io")
-        link = getattr(storage, "link_checkpoint", None) if may_link else None
-        written: dict[int, str] = {}
-        for op, path, checkpoint in ops:
-            at(path)
-            if op == "remove":
-                hook.call("remove_checkpoint", trainer=t, path=path)
-                continue
-            source = written.get(id(checkpoint))
-            if source is not None and callable(link) and link(trainer=t, source=source, path=path):
-                continue
-            if hook.call("save_checkpoint", trainer=t, checkpoint=checkpoint, path=path) is None:
-                raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
-                                         "one with Trainer(checkpoint_io='torch').")
-            written[id(checkpoint)] = path
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:

@@ -1,0 +1,88 @@
+"""How the checkpoints requested at one safe point reach storage: on which thread, in which form, linked or
+written.
+
+:class:`Writes` is decided once per safe point from the plugins that answer ``save_checkpoint``:
+
+* **where**: in the background (the trainer's :class:`~ember.core.async_writer.BackgroundWriter`) while a fit
+  trains and every plugin answering ``save_checkpoint`` itself is the storage or declares ``async_save``;
+  otherwise on the training thread;
+* **what the background gets**, taken on the training thread at the safe point so that training may go on:
+  the stager's copy (a plugin answering ``save_checkpoint`` with ``stage_checkpoint(trainer, checkpoint)``,
+  e.g. FSDP's, which copies its shards to host memory), the storage's bytes (``serialize_checkpoint``, for a
+  small checkpoint of a single process on the CPU), or a snapshot (every tensor copied to host buffers);
+* **links**: a second file of the same checkpoint gets the bytes already written (``link_checkpoint``) when
+  the storage is what writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ember.core.async_writer import SnapshotBuffers, small_enough, snapshot
+from ember.core.checkpoint_format import NotPlain, make_plain
+from ember.core.errors import CheckpointError, ConfigurationError
+
+Op = tuple[str, str, Any]  # ("save" or "remove", path, what the storage gets or None)
+
+
+class Writes:
+    """The plan of one safe point's writes (see the module docstring)."""
+
+    def __init__(self, trainer: Any, deferring: bool) -> None:
+        self.trainer = trainer
+        self.storage = trainer.role_plugins.get("checkpoint_io")
+        impls = trainer.plugin_manager.hook.save_checkpoint.get_hookimpls()
+        answering = [impl.plugin for impl in impls if not (impl.wrapper or impl.hookwrapper)]
+        #: The storage is what writes: every other plugin answering ``save_checkpoint`` declares ``async_save``
+        #: (DDP's answers for the ranks that write nothing; FSDP's writes its shards from a staged copy).
+        self.storage_writes = all(p is self.storage or getattr(p, "async_save", False) for p in answering)
+        self.background = deferring and self.storage_writes and bool(getattr(self.storage, "async_save", False))
+        stagers = [p.stage_checkpoint for p in answering if callable(getattr(p, "stage_checkpoint", None))]
+        self.stager: Callable[..., Any] | None = stagers[0] if self.background and stagers else None
+        serialize = getattr(self.storage, "serialize_checkpoint", None)
+        # Serialised bytes go to the storage's own save_checkpoint only: it must answer alone, unwrapped.
+        self.serializer: Callable[[dict[str, Any]], Any] | None = serialize if (
+            self.background and callable(serialize) and trainer.world_size == 1 and
+            trainer.root_device.type == "cpu" and len(impls) == 1 and impls[0].plugin is self.storage) else None
+
+    def prepare(self, checkpoint: dict[str, Any], path: str, buffers: SnapshotBuffers) -> Any:
+        """What the storage gets for ``checkpoint`` (just built), checked to be plain data: itself for a write
+        on the training thread, else a form that belongs to this moment (see the module docstring). A small
+        checkpoint is serialised rather than snapshotted because pickling on the writer thread would compete
+        with the training thread for the interpreter lock and cost it more."""
+        try:
+            if self.stager is not None:
+                return self.stager(trainer=self.trainer, checkpoint=make_plain(checkpoint))
+            if self.serializer is not None:
+                checkpoint = make_plain(checkpoint)
+                data = self.serializer(checkpoint) if small_enough(checkpoint) else None
+                if data is not None:
+                    return data
+            if self.background:
+                return snapshot(checkpoint, buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
+            return make_plain(checkpoint)
+        except NotPlain as exc:
+            raise CheckpointError(
+                f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
+                "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
+                "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
+
+    def carry_out(self, hook: Any, ops: list[Op], at: Callable[[str], None]) -> None:
+        """The storage work, in order (on the training thread or the writer's). A checkpoint already written to
+        one file goes to the next one as a link or a copy of those bytes, when the storage can."""
+        t = self.trainer
+        link = getattr(self.storage, "link_checkpoint", None) if self.storage_writes else None
+        written: dict[int, str] = {}
+        for op, path, checkpoint in ops:
+            at(path)
+            if op == "remove":
+                hook.call("remove_checkpoint", trainer=t, path=path)
+                continue
+            source = written.get(id(checkpoint))
+            if source is not None and callable(link) and link(trainer=t, source=source, path=path):
+                continue
+            if hook.call("save_checkpoint", trainer=t, checkpoint=checkpoint, path=path) is None:
+                raise ConfigurationError("trainer.save_checkpoint() found no checkpoint-storage plugin; select "
+                                         "one with Trainer(checkpoint_io='torch').")
+            written[id(checkpoint)] = path
