@@ -70,3 +70,5 @@ def test_gradients_carried_by_a_sharded_checkpoint_are_sharded_too(resume_job: t
     assert ranks[0]["manual_saved_grads"] == ["grads.head.bias", "grads.head.weight", "grads.inp.bias",
                                               "grads.inp.weight", "grads.layers.0.bias", "grads.layers.0.weight"]
     _equal(weights["manual_resumed"], weights["manual_full"])
+    # written in the background on every process, from the shards each copied at the safe point
+    assert [r["manual_save_threads"] for r in ranks] == [["ember-checkpoint-writer"]] * 2

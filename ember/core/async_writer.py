@@ -172,6 +172,10 @@ class BackgroundWriter:
     def busy(self) -> bool:
         return not self._idle.is_set()
 
+    def on_writer_thread(self) -> bool:
+        """True when called from a job this writer runs."""
+        return self._thread is not None and threading.current_thread() is self._thread
+
     def submit(self, job: Callable[[Callable[[str], None]], None]) -> None:
         """Wait for the write in flight (raising its error), then run ``job`` in the background. ``job`` gets a
         function to call with the path it starts writing, so a failure can name it."""

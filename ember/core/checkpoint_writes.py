@@ -11,7 +11,8 @@ written.
   e.g. FSDP's, which copies its shards to host memory), the storage's bytes (``serialize_checkpoint``, for a
   small checkpoint of a single process on the CPU), or a snapshot (every tensor copied to host buffers);
 * **links**: a second file of the same checkpoint gets the bytes already written (``link_checkpoint``) when
-  the storage is what writes.
+  the storage is what writes (not a stager: its files are its own, e.g. a sharded directory written by every
+  process, which each process must write, or not, alike).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class Writes:
         self.background = deferring and self.storage_writes and bool(getattr(self.storage, "async_save", False))
         stagers = [p.stage_checkpoint for p in answering if callable(getattr(p, "stage_checkpoint", None))]
         self.stager: Callable[..., Any] | None = stagers[0] if self.background and stagers else None
+        #: A plugin that stages writes its own files (a sharded directory, collectively): no links then.
+        self.may_link = self.storage_writes and not stagers
         serialize = getattr(self.storage, "serialize_checkpoint", None)
         # Serialised bytes go to the storage's own save_checkpoint only: it must answer alone, unwrapped.
         self.serializer: Callable[[dict[str, Any]], Any] | None = serialize if (
@@ -72,7 +75,7 @@ class Writes:
         """The storage work, in order (on the training thread or the writer's). A checkpoint already written to
         one file goes to the next one as a link or a copy of those bytes, when the storage can."""
         t = self.trainer
-        link = getattr(self.storage, "link_checkpoint", None) if self.storage_writes else None
+        link = getattr(self.storage, "link_checkpoint", None) if self.may_link else None
         written: dict[int, str] = {}
         for op, path, checkpoint in ops:
             at(path)

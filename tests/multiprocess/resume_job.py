@@ -18,6 +18,7 @@ import atexit
 import json
 import os
 import sys
+import threading
 from typing import Any
 
 import torch
@@ -89,8 +90,20 @@ class WriteProbe:
         self.reached += 1
 
 
+class SaveThreads:
+    """Wraps save_checkpoint (which keeps writes in the background): the thread each save ran on."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    @ember.hookimpl(wrapper=True)
+    def save_checkpoint(self) -> Any:
+        self.threads.append(threading.current_thread().name)
+        return (yield)
+
+
 def fit(out: str, strategy: str, ckpt_path: str | None = None, save: str | None = None,
-        probe: WriteProbe | None = None, manual: bool = False) -> tuple:
+        probe: Any = None, manual: bool = False) -> tuple:
     ember.seed_everything(0)
     model = ManualDropout() if manual else Dropout()
     callbacks: list[Any] = [SaveAtStep5(save)] if save else []
@@ -136,7 +149,9 @@ def fsdp_parts(out: str, rank: int, result: dict, weights: dict) -> None:
     dist.barrier()
     weights["fsdp_from_whole"], _ = fit(out, "fsdp", ckpt_path=os.path.join(out, "fsdp-mid-whole.ckpt"))
     manual = os.path.join(out, "manual-mid.ckpt")
-    weights["manual_full"], _ = fit(out, "fsdp", save=manual, manual=True)
+    threads = SaveThreads()
+    weights["manual_full"], _ = fit(out, "fsdp", save=manual, manual=True, probe=threads)
+    result["manual_save_threads"] = threads.threads
     weights["manual_resumed"], _ = fit(out, "fsdp", ckpt_path=manual, manual=True)
     from torch.distributed.checkpoint import FileSystemReader
 

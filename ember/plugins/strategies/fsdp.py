@@ -51,6 +51,17 @@ def _is_meta(t: torch.Tensor) -> bool:
     return t.is_meta or local.is_meta
 
 
+class _CheckpointGroup:
+    """The process group of background saves' collectives, and the default group it was made in."""
+
+    def __init__(self) -> None:
+        self.world: Any = None
+        self.group: Any = None
+
+
+_CHECKPOINT_GROUP = _CheckpointGroup()
+
+
 class FSDPStrategy(ProcessGroupStrategy):
     """``FSDPStrategy(shard_modules=None, reshard_after_forward=True, mixed_precision=None, cpu_offload=False,
     meta_init=True, **process_group_options)``; see the module docstring."""
@@ -183,9 +194,39 @@ class FSDPStrategy(ProcessGroupStrategy):
         return (yield)
 
     # -- checkpoints -----------------------------------------------------------------------------------------
+    #: Checkpoints of a fit are written in the background when the storage writes in the background
+    #: (``TorchCheckpointIO(async_save=True)``, the default): at the safe point every process copies its shards
+    #: to host memory (:meth:`stage_checkpoint`); the writer thread of every process then writes them with DCP,
+    #: its collectives on a gloo group of their own (:meth:`_collectives`).
+    async_save = True
+
+    def stage_checkpoint(self, trainer: Any, checkpoint: dict) -> dict:
+        """The checkpoint as the background write needs it: this process's shards and the rest, copied."""
+        self._checkpoint_group(trainer)  # created by every process at the same safe point
+        return sharded_checkpoint.take_shards(checkpoint, trainer.module, trainer.optimizers, stage=True)
+
+    def _checkpoint_group(self, trainer: Any) -> Any:
+        """A gloo group over every process for the collectives of background saves (gloo: they run on host
+        memory), one per default process group, shared by the strategies of the process."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            return None
+        held = _CHECKPOINT_GROUP
+        if held.group is None or held.world is not dist.group.WORLD:
+            held.world, held.group = dist.group.WORLD, dist.new_group(backend="gloo", timeout=self.timeout)
+            hold(held)  # the exit handler lets go of both
+        return held.group
+
+    def _collectives(self, trainer: Any) -> Any:
+        """The group of a save's or removal's collectives: the checkpoint group on the writer thread."""
+        if trainer.checkpointing.writer.on_writer_thread():
+            return self._checkpoint_group(trainer)
+        return None
+
     @hookimpl(tryfirst=True)
     def save_checkpoint(self, trainer: Any, checkpoint: dict, path: str) -> bool:
-        sharded_checkpoint.save(checkpoint, path, trainer.module, trainer.optimizers)
+        sharded_checkpoint.save(checkpoint, path, trainer.module, trainer.optimizers, self._collectives(trainer))
         return True
 
     @hookimpl(tryfirst=True)
@@ -225,5 +266,5 @@ class FSDPStrategy(ProcessGroupStrategy):
     def remove_checkpoint(self, trainer: Any, path: str) -> Any:
         if not sharded_checkpoint.is_sharded(path):
             return None
-        sharded_checkpoint.remove(path, trainer.global_rank)
+        sharded_checkpoint.remove(path, trainer.global_rank, self._collectives(trainer))
         return True

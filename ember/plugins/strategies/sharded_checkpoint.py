@@ -44,6 +44,7 @@ META = "meta.pt"
 _SHARDED_KEYS = ("state_dict", "optimizer_states", "grads")
 _PARAM_NAMES = "sharded_param_names"
 _CHECKSUMS = "sharded_checksums"
+_TAKEN = "sharded_taken"  # marks a checkpoint whose shards take_shards took (never written)
 
 
 def is_sharded(path: str | os.PathLike) -> bool:
@@ -57,42 +58,44 @@ def _dist() -> Any:
     return dist if dist.is_available() and dist.is_initialized() else None
 
 
-def _broadcast_str(value: str) -> str:
+# Collectives of a save: on the default group on the training thread, on the strategy's checkpoint group on the
+# writer thread (a collective there must not interleave with the training thread's own on the same group).
+def _broadcast_str(value: str, group: Any = None) -> str:
     dist = _dist()
     if dist is None:
         return value
     box = [value]
-    dist.broadcast_object_list(box, src=0)
+    dist.broadcast_object_list(box, src=0, group=group)
     return box[0]
 
 
-def _barrier() -> None:
+def _barrier(group: Any = None) -> None:
     dist = _dist()
     if dist is not None:
-        dist.barrier()
+        dist.barrier(group=group)
 
 
-def _gather(value: Any) -> list[Any]:
+def _gather(value: Any, group: Any = None) -> list[Any]:
     dist = _dist()
     if dist is None:
         return [value]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
+    out: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, value, group=group)
     return out
 
 
-def _write_checksums(folder: str, rank: int) -> None:
+def _write_checksums(folder: str, rank: int, group: Any = None) -> None:
     """Every rank hashes the shard files it wrote (DCP names them ``__<rank>_<n>.distcp``); global rank 0 hashes
     the rest and writes the manifest. A collective; ends with a barrier."""
-    _barrier()  # every rank's files and meta.pt are complete
+    _barrier(group)  # every rank's files and meta.pt are complete
     mine = sorted(n for n in os.listdir(folder) if n.startswith(f"__{rank}_") and rank != 0)
-    gathered = _gather(integrity.hash_files(folder, mine))
+    gathered = _gather(integrity.hash_files(folder, mine), group)
     if rank == 0:
         files = {name: entry for part in gathered for name, entry in part.items()}
         rest = sorted(n for n in os.listdir(folder) if n not in files and n != integrity.MANIFEST)
         files.update(integrity.hash_files(folder, rest))
         integrity.write_manifest(folder, files)
-    _barrier()
+    _barrier(group)
 
 
 @contextlib.contextmanager
@@ -103,15 +106,52 @@ def _quiet_single_process() -> Any:
         yield
 
 
+def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[torch.optim.Optimizer],
+                stage: bool = False) -> dict:
+    """``checkpoint`` with the entries DCP writes taken from ``module`` and ``optimizers``: this process's shards
+    of the module and optimizer states keyed by name (and of the gradients, for a checkpoint that carries
+    them). ``stage``: copied to host memory (torch's ``BlockingAsyncStager``; the rest snapshotted), so that the
+    result belongs to this moment and is written while training goes on. Taken already: returned as it is."""
+    if checkpoint.get(_TAKEN):
+        return checkpoint
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    sharded: dict[str, Any] = {"state_dict": get_model_state_dict(module),
+                               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
+    rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+    if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
+        sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+        rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]  # to turn them back into a list
+    if stage:
+        from ember.core.async_writer import SnapshotBuffers, snapshot
+
+        with torch.no_grad():
+            sharded = _host_copy(sharded)
+        rest = snapshot(rest, SnapshotBuffers())
+    return {**rest, **sharded, _TAKEN: True}
+
+
+def _host_copy(obj: Any) -> Any:
+    """``obj`` with every tensor copied to host memory; a DTensor stays a DTensor (its local shard copied, its
+    placement kept, as DCP's own staging does)."""
+    if isinstance(obj, dict):
+        return {k: _host_copy(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_host_copy(v) for v in obj)
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    return obj
+
+
 def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
-         optimizers: Sequence[torch.optim.Optimizer]) -> None:
+         optimizers: Sequence[torch.optim.Optimizer], group: Any = None) -> None:
     """Write ``checkpoint`` as a sharded checkpoint at ``path``; a collective (call it on every rank).
 
-    The module and optimizer states are taken from ``module``/``optimizers`` (sharded, keyed by name), the
-    other entries of ``checkpoint`` from global rank 0.
+    The module and optimizer states are taken from ``module``/``optimizers`` (sharded, keyed by name) unless
+    :func:`take_shards` took them already, the other entries of ``checkpoint`` from global rank 0. ``group``:
+    the process group of the save's collectives (default: the default group).
     """
     import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
     path = os.fspath(path)
     if os.path.isdir(path) and not is_sharded(path):
@@ -120,19 +160,15 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
                               "checkpoints elsewhere (ModelCheckpoint(dirpath=...) or Trainer(default_root_dir=...)).")
     dist = _dist()
     rank = dist.get_rank() if dist is not None else 0
-    tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}")
-    sharded = {"state_dict": get_model_state_dict(module),
-               "optimizer_states": [get_optimizer_state_dict(module, opt) for opt in optimizers]}
-    if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
-        sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
+    taken = take_shards(checkpoint, module, optimizers)
+    sharded = {k: taken[k] for k in _SHARDED_KEYS if k in taken}
+    tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}", group)
     try:
         with _quiet_single_process():
-            dcp.save(sharded, checkpoint_id=tmp)
+            dcp.save(sharded, checkpoint_id=tmp, process_group=group)
         if rank == 0:
-            rest = {k: v for k, v in checkpoint.items() if k not in _SHARDED_KEYS}
+            rest = {k: v for k, v in taken.items() if k not in _SHARDED_KEYS and k != _TAKEN}
             rest[_CHECKSUMS] = integrity.MANIFEST  # a directory without it is then refused, not read unverified
-            if "grads" in sharded:  # the parameters' order, to turn gradients back into a list when consolidating
-                rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]
             with open(os.path.join(tmp, META), "wb") as f:
                 torch.save(rest, f)
                 f.flush()
@@ -143,7 +179,7 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
         if full is not None:
             raise disk_full_error(path, sharded, full) from None
         raise
-    _write_checksums(tmp, rank)
+    _write_checksums(tmp, rank, group)
     if rank == 0:
         old = path + ".old"
         if os.path.exists(path):  # a previous sharded checkpoint, or a single file (e.g. an earlier run's last.ckpt)
@@ -151,7 +187,7 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
             os.replace(path, old)
         os.replace(tmp, path)
         _delete(old)
-    _barrier()
+    _barrier(group)
 
 
 def _delete(path: str) -> None:
@@ -163,11 +199,11 @@ def _delete(path: str) -> None:
             os.remove(path)
 
 
-def remove(path: str | os.PathLike, rank: int) -> None:
+def remove(path: str | os.PathLike, rank: int, group: Any = None) -> None:
     """Delete a sharded checkpoint (global rank 0 deletes; every rank waits for it). A collective."""
     if rank == 0 and is_sharded(path):
         shutil.rmtree(path)
-    _barrier()
+    _barrier(group)
 
 
 def _resolve(path: str) -> str:
