@@ -137,3 +137,19 @@ def test_meta_built_layers_without_reset_parameters_are_refused() -> None:
     with pytest.raises(ember.ConfigurationError, match="Scale on the meta device.*reset_parameters"):
         trainer.fit(Late(), data)
 
+
+
+@pytest.mark.slow
+def test_the_fits_own_checkpoints_are_sharded_written_in_the_background_and_hold_the_final_weights(
+        fsdp_job: tuple, tmp_path: Any) -> None:
+    from ember.plugins.strategies import sharded_checkpoint
+
+    _, weights, out = fsdp_job
+    folder = out / "ember_logs" / "version_0" / "checkpoints"  # the first fit's ModelCheckpoint: 2 epochs of 4 steps
+    assert sorted(p.name for p in folder.iterdir()) == ["epoch=1-step=8.ckpt", "last.ckpt"]  # epoch 0's removed
+    for name in ("epoch=1-step=8.ckpt", "last.ckpt"):  # each written by both processes: no links between them
+        assert sharded_checkpoint.is_sharded(folder / name)
+        whole = torch.load(sharded_checkpoint.consolidate(folder / name, tmp_path / f"{name}.whole"),
+                           weights_only=True)
+        assert whole["global_step"] == 8
+        _close(whole["state_dict"], weights["fp32"], atol=0)  # the shards of that moment, copied exactly
