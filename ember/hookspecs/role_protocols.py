@@ -230,10 +230,7 @@ if TYPE_CHECKING:
         """``save_checkpoint`` (role hook, firstresult)."""
 
         def save_checkpoint(self, trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
-            """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``). A storage
-            may also offer ``serialize_checkpoint(checkpoint) -> memoryview | None``: while a single process trains
-            on the CPU and nothing else implements this hook, the loop serialises with it at the safe point and
-            this hook gets those bytes (a ``memoryview``) as ``checkpoint``, on the writer thread."""
+            """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``)."""
             return None
 
     class LoadCheckpoint(Protocol):

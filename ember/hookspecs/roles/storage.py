@@ -19,12 +19,17 @@ if TYPE_CHECKING:
 def save_checkpoint(trainer: TrainerLike, checkpoint: dict, path: str) -> Any:
     """Write a checkpoint dict to ``path`` atomically (never leaving a partial file at ``path``).
 
-    Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints).
+    Called once per save, on the ranks the strategy says write (rank 0 for single-file checkpoints). While a
+    fit trains it runs on the checkpoint writer thread (see docs/checkpoints.md, "Background writes"), with a
+    copy of the checkpoint taken at the safe point. A storage that offers ``serialize_checkpoint(checkpoint)
+    -> memoryview | None`` gets, while a single process trains on the CPU and it alone implements this hook,
+    the bytes that method returned at the safe point instead; a plugin that offers
+    ``stage_checkpoint(trainer, checkpoint) -> dict`` gets what that method returned.
 
     :ranks: every rank
     :wrap: yes
     :param trainer: the trainer.
-    :param checkpoint: the checkpoint.
+    :param checkpoint: the checkpoint (or, see above, its serialised bytes or staged copy).
     :param path: the destination.
     :returns: any non-None value to mark the hook answered. Stops at first non-None result.
     """
