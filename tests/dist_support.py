@@ -21,16 +21,20 @@ SCRIPTS = pathlib.Path(__file__).resolve().parent / "multiprocess"
 
 
 def fsdp_available() -> bool:
-    """strategy.fsdp (and its sharded checkpoints) needs torch >= 2.6, where ``fully_shard`` is public."""
+    """strategy.fsdp (and its sharded checkpoints) needs torch >= 2.6, where ``fully_shard`` is public, and on the
+    CPU, where the tests run it, torch >= 2.7."""
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
         return False
-    return True
+    from ember.plugins.strategies.fsdp import device_unsupported
+
+    return device_unsupported("cpu") is None
 
 
 #: For tests of strategy.fsdp and sharded checkpoints: they skip, saying why, on a torch without it.
-needs_fsdp = pytest.mark.skipif(not fsdp_available(), reason="strategy.fsdp needs torch >= 2.6 (fully_shard)")
+needs_fsdp = pytest.mark.skipif(not fsdp_available(),
+                                reason="strategy.fsdp needs torch >= 2.6 (fully_shard), on the CPU >= 2.7")
 #: Variables a launcher sets; a test job must not inherit them from the test run.
 _LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
                   "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST")

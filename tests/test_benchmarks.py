@@ -14,6 +14,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dist_support import clean_env, needs_fsdp, run  # noqa: E402
+
 from benchmarks import harness  # noqa: E402
 
 
@@ -155,3 +157,14 @@ def test_gpu_syncs_are_counted_and_bf16_with_nothing_on_has_none() -> None:
 
     assert gpu.syncs_per_step(runs_of, gpu.LMConfig.smoke(), "cuda", "bf16-mixed", steps=4) == {"raw": 0.0,
                                                                                                 "ember": 0.0}
+
+
+@pytest.mark.slow
+@needs_fsdp
+def test_the_fsdp_stall_benchmark_times_background_and_synchronous_sharded_saves() -> None:
+    out = run([sys.executable, "benchmarks/fsdp_checkpoint_stall.py", "--quick"], cwd=ROOT, timeout=600,
+              env=clean_env(PYTHONPATH=str(ROOT)))
+    rows = out.splitlines()
+    assert rows[0].startswith("FSDP, 2 processes, cpu: 0.01M parameters")
+    assert [row.split()[0] for row in rows[1:]] == ["background", "synchronous"]
+    assert all("median" in row and "first save" in row for row in rows[1:])

@@ -122,7 +122,10 @@ def main(out: str) -> None:
     weights = {}
     import torch.distributed.fsdp
 
-    fsdp = hasattr(torch.distributed.fsdp, "fully_shard")  # strategy.fsdp needs torch >= 2.6
+    from ember.plugins.strategies.fsdp import device_unsupported
+
+    # strategy.fsdp needs torch >= 2.6, on the CPU >= 2.7
+    fsdp = hasattr(torch.distributed.fsdp, "fully_shard") and device_unsupported("cpu") is None
     for strategy in ("ddp", "fsdp") if fsdp else ("ddp",):
         mid = os.path.join(out, f"{strategy}-mid.ckpt")
         probe = WriteProbe()

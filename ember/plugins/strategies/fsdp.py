@@ -51,6 +51,15 @@ def _is_meta(t: torch.Tensor) -> bool:
     return t.is_meta or local.is_meta
 
 
+def device_unsupported(device_type: str) -> str | None:
+    """Why this torch's FSDP2 cannot shard on ``device_type``, or None. On the CPU it records events on the CPU
+    stream, which torch.cpu.Stream can do from torch 2.7 (2.6's fails in its first all-gather)."""
+    if device_type == "cpu" and not callable(getattr(torch.cpu.Stream, "record_event", None)):
+        return (f"strategy='fsdp' on the CPU needs torch >= 2.7 (torch {torch.__version__}'s FSDP2 records events on "
+                "the CPU stream, which it cannot do); use accelerator='cuda', strategy='ddp', or a newer torch.")
+    return None
+
+
 class _CheckpointGroup:
     """The process group of background saves' collectives, and the default group it was made in."""
 
@@ -149,6 +158,10 @@ class FSDPStrategy(ProcessGroupStrategy):
     def _device_mesh(self, trainer: Any) -> Any:
         if self._mesh is None or self._mesh.size() != trainer.world_size:
             from torch.distributed.device_mesh import init_device_mesh
+
+            problem = device_unsupported(trainer.root_device.type)
+            if problem:
+                raise ConfigurationError(problem)
 
             self._mesh = hold(init_device_mesh(trainer.root_device.type, (trainer.world_size,)))
         return self._mesh
