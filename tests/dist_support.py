@@ -6,12 +6,14 @@ killed and nothing is left behind.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 from types import ModuleType
 
@@ -20,21 +22,23 @@ import pytest
 SCRIPTS = pathlib.Path(__file__).resolve().parent / "multiprocess"
 
 
+@functools.lru_cache(maxsize=1)
 def fsdp_available() -> bool:
     """strategy.fsdp (and its sharded checkpoints) needs torch >= 2.6, where ``fully_shard`` is public, and on the
-    CPU, where the tests run it, torch >= 2.7."""
+    CPU, where the tests run it, torch >= 2.7 and a gloo that averages (a 2-process probe, run once)."""
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
         return False
     from ember.plugins.strategies.fsdp import device_unsupported
 
-    return device_unsupported("cpu") is None
+    if device_unsupported("cpu") is not None:
+        return False
+    out = run([sys.executable, str(SCRIPTS / "gloo_mean_probe.py"), str(free_port())], cwd=SCRIPTS, timeout=120)
+    return "averages" in out.splitlines()
 
 
 #: For tests of strategy.fsdp and sharded checkpoints: they skip, saying why, on a torch without it.
-needs_fsdp = pytest.mark.skipif(not fsdp_available(),
-                                reason="strategy.fsdp needs torch >= 2.6 (fully_shard), on the CPU >= 2.7")
 #: Variables a launcher sets; a test job must not inherit them from the test run.
 _LAUNCHER_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "NODE_RANK",
                   "MASTER_ADDR", "MASTER_PORT", "PYTEST_CURRENT_TEST")
@@ -111,3 +115,7 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+needs_fsdp = pytest.mark.skipif(not fsdp_available(), reason="strategy.fsdp needs torch >= 2.6 (fully_shard); on "
+                                "the CPU >= 2.7 and a gloo that averages (2.7 and 2.8 sum)")

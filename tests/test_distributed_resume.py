@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from dist_support import SCRIPTS, needs_fsdp, run
+from dist_support import SCRIPTS, clean_env, fsdp_available, needs_fsdp, run
 
 pytest.importorskip("ember.core.checkpoint", reason="needs ember's checkpoint support")
 pytestmark = pytest.mark.slow
@@ -17,7 +17,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def resume_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict]:
     out = tmp_path_factory.mktemp("resume")
-    run([sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240)
+    run([sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240,
+        env=clean_env(EMBER_TEST_FSDP="1" if fsdp_available() else "0"))
     ranks = [json.loads((out / f"rank{r}.json").read_text()) | json.loads((out / f"exit-rank{r}.json").read_text())
              for r in range(2)]
     return ranks, torch.load(out / "weights.pt", weights_only=True)

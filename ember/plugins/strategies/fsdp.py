@@ -60,6 +60,27 @@ def device_unsupported(device_type: str) -> str | None:
     return None
 
 
+def mean_unsupported() -> str | None:
+    """Why the default process group cannot average FSDP's gradients, or None: a probe of gloo's
+    ``reduce_scatter`` with ``ReduceOp.AVG``, which torch 2.7 and 2.8 sum instead (2.9 averages). A collective:
+    every process calls it, with the same answer."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_world_size() < 2 or dist.get_backend() != "gloo":
+        return None
+    n = dist.get_world_size()
+    out = torch.empty(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # its newer name is not in every torch of the range
+        dist.reduce_scatter_tensor(out, torch.ones(n), op=dist.ReduceOp.AVG)
+    if out.item() == 1.0:
+        return None
+    return (f"strategy='fsdp' over gloo needs a torch whose gloo averages gradients: torch {torch.__version__}'s "
+            f"reduce_scatter with ReduceOp.AVG sums (the mean of {n} ones came out as {out.item():g}), so FSDP would "
+            f"train with {n} times the gradients. Use torch >= 2.9 (whose gloo averages), accelerator='cuda' (NCCL), "
+            "or strategy='ddp'.")
+
+
 class _CheckpointGroup:
     """The process group of background saves' collectives, and the default group it was made in."""
 
@@ -159,7 +180,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         if self._mesh is None or self._mesh.size() != trainer.world_size:
             from torch.distributed.device_mesh import init_device_mesh
 
-            problem = device_unsupported(trainer.root_device.type)
+            problem = device_unsupported(trainer.root_device.type) or mean_unsupported()
             if problem:
                 raise ConfigurationError(problem)
 
