@@ -1,6 +1,7 @@
 """The training thread's stall per sharded checkpoint under FSDP: background (the default) against synchronous.
 
     python benchmarks/fsdp_checkpoint_stall.py [--accelerator cpu|cuda] [--width 512] [--epochs 6] [--quick]
+                                               [--modes background synchronous]
 
 Two processes (``strategy="fsdp", devices=2``; gloo on the CPU, NCCL on CUDA) train an MLP of eight
 ``width x width`` layers with AdamW, 8 steps per epoch, and save a sharded checkpoint at every epoch end
@@ -95,19 +96,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--accelerator", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--width", type=int, default=512)
     parser.add_argument("--epochs", type=int, default=6)
-    parser.add_argument("--quick", action="store_true", help="a small model, 3 epochs: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="a small model, 2 epochs: a smoke run")
+    parser.add_argument("--modes", nargs="+", choices=("background", "synchronous"),
+                        default=["background", "synchronous"])
     parser.add_argument("--job", choices=("background", "synchronous"), help=argparse.SUPPRESS)
     parser.add_argument("--root", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
-        args.width, args.epochs = 32, 3
+        args.width, args.epochs = 32, 2
     if args.job:
         job(args.job, args.accelerator, args.width, args.epochs, args.root)
         return
     params = 8 * (args.width * args.width + args.width) + args.width * 4 + 4
     print(f"FSDP, 2 processes, {args.accelerator}: {params / 1e6:.2f}M parameters with AdamW, a sharded checkpoint "
           f"every epoch of 8 steps; training-thread stall per save (wall clock, rank 0)")
-    for mode in ("background", "synchronous"):
+    for mode in args.modes:
         stalls = [s * 1e3 for s in run(mode, args.accelerator, args.width, args.epochs)]
         first, rest = stalls[0], stalls[1:] or stalls
         print(f"  {mode:12s} median {statistics.median(rest):8.2f} ms  (min {min(rest):.2f}, max {max(rest):.2f}; "

@@ -161,10 +161,10 @@ def test_gpu_syncs_are_counted_and_bf16_with_nothing_on_has_none() -> None:
 
 @pytest.mark.slow
 @needs_fsdp
-def test_the_fsdp_stall_benchmark_times_background_and_synchronous_sharded_saves() -> None:
-    out = run([sys.executable, "benchmarks/fsdp_checkpoint_stall.py", "--quick"], cwd=ROOT, timeout=600,
-              env=clean_env(PYTHONPATH=str(ROOT)))
+def test_the_fsdp_stall_benchmark_times_sharded_saves() -> None:
+    out = run([sys.executable, "benchmarks/fsdp_checkpoint_stall.py", "--quick", "--modes", "background"], cwd=ROOT,
+              timeout=600, env=clean_env(PYTHONPATH=str(ROOT)))
     rows = out.splitlines()
     assert rows[0].startswith("FSDP, 2 processes, cpu: 0.01M parameters")
-    assert [row.split()[0] for row in rows[1:]] == ["background", "synchronous"]
-    assert all("median" in row and "first save" in row for row in rows[1:])
+    assert len(rows) == 2 and rows[1].split()[0] == "background"
+    assert "median" in rows[1] and "first save" in rows[1]
