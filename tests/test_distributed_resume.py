@@ -4,11 +4,14 @@ epoch, shuffled data and per-rank dropout; the resumed run ends with the very sa
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
-from dist_support import SCRIPTS, clean_env, fsdp_available, needs_fsdp, run
+from dist_support import SCRIPTS, Job, clean_env, fsdp_available, needs_fsdp, run
 
 pytest.importorskip("ember.core.checkpoint", reason="needs ember's checkpoint support")
 pytestmark = pytest.mark.slow
@@ -73,3 +76,26 @@ def test_gradients_carried_by_a_sharded_checkpoint_are_sharded_too(resume_job: t
     _equal(weights["manual_resumed"], weights["manual_full"])
     # written in the background on every process, from the shards each copied at the safe point
     assert [r["manual_save_threads"] for r in ranks] == [["ember-checkpoint-writer"]] * 2
+
+
+@needs_fsdp
+def test_sigkill_during_a_background_sharded_write_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
+    from ember.plugins.strategies import sharded_checkpoint
+
+    # The third directory written in the background is epoch 1's: epoch 0 wrote its own and last.ckpt.
+    job = Job([sys.executable, str(SCRIPTS / "sharded_kill_job.py"), str(tmp_path), "3"], cwd=tmp_path)
+    markers = [tmp_path / f"hanging-rank{r}" for r in range(2)]
+    deadline = time.monotonic() + 150
+    while not all(m.exists() for m in markers) and job.proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.kill_group()  # SIGKILL to the launcher and both ranks, their writer threads in the middle of a save
+    code, out = job.wait(timeout=30)
+    assert all(m.exists() for m in markers), out[-3000:]
+    assert [m.read_text() for m in markers] == ["ember-checkpoint-writer"] * 2
+    folder = tmp_path / "ckpt"
+    names = sorted(os.listdir(folder))
+    assert [n for n in names if ".tmp-" in n] and "epoch=1-step=16.ckpt" not in names  # the half-done save
+    assert sharded_checkpoint.is_sharded(folder / "last.ckpt") and "epoch=0-step=8.ckpt" in names
+    whole = torch.load(sharded_checkpoint.consolidate(folder / "last.ckpt", tmp_path / "whole.ckpt"),
+                       weights_only=True)
+    assert whole["global_step"] == 8  # the previous checkpoint (epoch 0's end), complete
