@@ -183,7 +183,7 @@ class FSDPStrategy(ProcessGroupStrategy):
             problem = device_unsupported(trainer.root_device.type) or mean_unsupported()
             if problem:
                 raise ConfigurationError(problem)
-
+            self._checkpoint_group()  # here, on the training thread of every process: making it is a collective
             self._mesh = hold(init_device_mesh(trainer.root_device.type, (trainer.world_size,)))
         return self._mesh
 
@@ -236,12 +236,13 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     def stage_checkpoint(self, trainer: Any, checkpoint: dict) -> dict:
         """The checkpoint as the background write needs it: this process's shards and the rest, copied."""
-        self._checkpoint_group(trainer)  # created by every process at the same safe point
+        self._checkpoint_group()  # made already when the model was sharded (a new default group makes another)
         return sharded_checkpoint.take_shards(checkpoint, trainer.module, trainer.optimizers, stage=True)
 
-    def _checkpoint_group(self, trainer: Any) -> Any:
+    def _checkpoint_group(self) -> Any:
         """A gloo group over every process for the collectives of background saves (gloo: they run on host
-        memory), one per default process group, shared by the strategies of the process."""
+        memory), one per default process group, shared by the strategies of the process. Making it is a
+        collective of the default group: call it on the training thread."""
         import torch.distributed as dist
 
         if not dist.is_initialized():
@@ -252,10 +253,12 @@ class FSDPStrategy(ProcessGroupStrategy):
             hold(held)  # the exit handler lets go of both
         return held.group
 
-    def _collectives(self, trainer: Any) -> Any:
-        """The group of a save's or removal's collectives: the checkpoint group on the writer thread."""
+    @staticmethod
+    def _collectives(trainer: Any) -> Any:
+        """The group of a save's or removal's collectives: the checkpoint group on the writer thread (made on the
+        training thread before any background write of the fit), the default group elsewhere."""
         if trainer.checkpointing.writer.on_writer_thread():
-            return self._checkpoint_group(trainer)
+            return _CHECKPOINT_GROUP.group
         return None
 
     @hookimpl(tryfirst=True)
