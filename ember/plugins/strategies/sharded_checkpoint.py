@@ -110,8 +110,8 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
                 stage: bool = False) -> dict:
     """``checkpoint`` with the entries DCP writes taken from ``module`` and ``optimizers``: this process's shards
     of the module and optimizer states keyed by name (and of the gradients, for a checkpoint that carries
-    them). ``stage``: copied to host memory (torch's ``BlockingAsyncStager``; the rest snapshotted), so that the
-    result belongs to this moment and is written while training goes on. Taken already: returned as it is."""
+    them). ``stage``: every tensor copied to host memory (see :func:`_host_copy`), so that the result belongs to
+    this moment and is written while training goes on. Taken already: returned as it is."""
     if checkpoint.get(_TAKEN):
         return checkpoint
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
@@ -133,7 +133,8 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
 
 def _host_copy(obj: Any) -> Any:
     """``obj`` with every tensor copied to host memory; a DTensor stays a DTensor (its local shard copied, its
-    placement kept, as DCP's own staging does)."""
+    placement kept, as DCP's own staging does). Not DCP's ``BlockingAsyncStager``: it deep-copies a DTensor on
+    the CPU, which fails on FSDP2's parameters."""
     if isinstance(obj, dict):
         return {k: _host_copy(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
