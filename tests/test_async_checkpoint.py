@@ -368,11 +368,11 @@ def test_a_storage_that_writes_its_own_way_or_a_wrapper_keeps_the_checkpoint_as_
 
 def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the_writer(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ember.core import async_writer
+    from ember.core import checkpoint_writes
 
-    assert async_writer.small_enough({"w": torch.zeros(256)}, limit=1024)  # 1024 bytes
-    assert not async_writer.small_enough({"w": [torch.zeros(200), torch.zeros(100)]}, limit=1024)
-    monkeypatch.setattr(async_writer, "SERIALIZE_INLINE_BYTES", 1024)  # the tiny model's checkpoint is larger
+    assert checkpoint_writes.small_enough({"w": torch.zeros(256)}, limit=1024)  # 1024 bytes
+    assert not checkpoint_writes.small_enough({"w": [torch.zeros(200), torch.zeros(100)]}, limit=1024)
+    monkeypatch.setattr(checkpoint_writes, "SERIALIZE_INLINE_BYTES", 1024)  # the tiny model's checkpoint is larger
     storage = HeldStorage()
     storage.hold_writes(monkeypatch)
     saved: list[str] = []

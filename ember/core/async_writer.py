@@ -51,8 +51,11 @@ class SnapshotBuffers:
         """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator. Call it with
         gradients off (:func:`snapshot` does), so that the copy records nothing for autograd."""
         on_device = tensor.device.type != "cpu"
-        if tensor.layout != torch.strided or tensor.is_quantized or tensor.is_nested or not tensor.is_contiguous():
-            return tensor.to("cpu", copy=True)  # rare in checkpoints: a plain copy (e.g. an expanded view)
+        if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_quantized or \
+                tensor.is_nested or not tensor.is_contiguous():
+            # rare in checkpoints: a plain copy (e.g. an expanded view), or one that keeps the tensor's type (a
+            # DTensor copies its local shard and keeps its placement)
+            return tensor.to("cpu", copy=True)
         buf = self._buffers.get(key)
         if buf is None or buf.shape != tensor.shape or buf.dtype != tensor.dtype or (on_device and not buf.is_pinned()):
             buf = torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu",
@@ -80,35 +83,6 @@ def snapshot(obj: Any, buffers: SnapshotBuffers, walk: Callable[[Any, Callable[[
         elif device.type != "cpu":
             getattr(torch, device.type).synchronize()
     return copy
-
-
-#: A checkpoint of a CPU run whose tensors hold at most this many bytes is serialised on the training thread
-#: rather than snapshotted (see ``CheckpointState._build_plain``): for a small checkpoint pickling is mostly
-#: Python work, cheaper there than on the writer thread, where it competes for the interpreter lock; a larger
-#: one is copied into reused buffers faster than it is serialised (benchmarks/checkpoint_overhead.py
-#: --stall-only: 7.6 MiB of weights, 1.2 ms copied against 3.7 ms serialised).
-SERIALIZE_INLINE_BYTES = 1 << 20
-
-
-def small_enough(obj: Any, limit: int | None = None) -> bool:
-    """True when the tensors in the plain data ``obj`` hold at most ``limit`` bytes (their storages, as
-    ``torch.save`` writes them; a storage shared by two tensors counts twice); by default
-    :data:`SERIALIZE_INLINE_BYTES`."""
-    limit = SERIALIZE_INLINE_BYTES if limit is None else limit
-    total = 0
-    todo = [obj]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is dict or kind is OrderedDict:
-            todo.extend(item.values())
-        elif kind is list or kind is tuple:
-            todo.extend(item)
-        elif isinstance(item, torch.Tensor):
-            total += item.untyped_storage().nbytes()
-            if total > limit:
-                return False
-    return True
 
 
 class _Snapshot:

@@ -68,20 +68,22 @@ class TorchCheckpointIO:
     def serialize_checkpoint(self, checkpoint: dict) -> memoryview | None:
         """The bytes :meth:`save_checkpoint` would write for ``checkpoint``, taken now; ``save_checkpoint`` called
         later (on the writer thread) with them writes them. None when a subclass changes how files are written."""
-        if type(self).save_checkpoint is not TorchCheckpointIO.save_checkpoint:
-            return None
-        return serialize(checkpoint)
+        return serialize(checkpoint) if self._writes_plain_files() else None
 
     def link_checkpoint(self, trainer: Any, source: str, path: str) -> bool:
         """Give ``path`` the bytes already written to ``source`` (a hard link, or a copy of the bytes). False
         (write it with ``save_checkpoint``) when a subclass changes how files are written, or ``source`` is gone."""
-        if type(self).save_checkpoint is not TorchCheckpointIO.save_checkpoint:
+        if not self._writes_plain_files():
             return False
         if trainer is None or trainer.global_rank == 0:
             if not os.path.isfile(source):
                 return False
             atomic_link(source, path)
         return True
+
+    def _writes_plain_files(self) -> bool:
+        """False for a subclass that changes how files are written (its save_checkpoint must see every save)."""
+        return type(self).save_checkpoint is TorchCheckpointIO.save_checkpoint
 
     @hookimpl
     def load_checkpoint(self, path: str, weights_only: bool) -> Any:

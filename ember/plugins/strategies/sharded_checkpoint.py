@@ -110,8 +110,8 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
                 stage: bool = False) -> dict:
     """``checkpoint`` with the entries DCP writes taken from ``module`` and ``optimizers``: this process's shards
     of the module and optimizer states keyed by name (and of the gradients, for a checkpoint that carries
-    them). ``stage``: every tensor copied to host memory (see :func:`_host_copy`), so that the result belongs to
-    this moment and is written while training goes on. Taken already: returned as it is."""
+    them). ``stage``: every tensor copied to host memory (:func:`ember.core.async_writer.snapshot`), so that the
+    result belongs to this moment and is written while training goes on. Taken already: returned as it is."""
     if checkpoint.get(_TAKEN):
         return checkpoint
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
@@ -122,26 +122,12 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
     if checkpoint.get("grads") is not None:  # gradients carried by a checkpoint written mid-window: sharded too
         sharded["grads"] = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
         rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]  # to turn them back into a list
+    taken = {**rest, **sharded, _TAKEN: True}
     if stage:
         from ember.core.async_writer import SnapshotBuffers, snapshot
 
-        with torch.no_grad():
-            sharded = _host_copy(sharded)
-        rest = snapshot(rest, SnapshotBuffers())
-    return {**rest, **sharded, _TAKEN: True}
-
-
-def _host_copy(obj: Any) -> Any:
-    """``obj`` with every tensor copied to host memory; a DTensor stays a DTensor (its local shard copied, its
-    placement kept, as DCP's own staging does). Not DCP's ``BlockingAsyncStager``: it deep-copies a DTensor on
-    the CPU, which fails on FSDP2's parameters."""
-    if isinstance(obj, dict):
-        return {k: _host_copy(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_host_copy(v) for v in obj)
-    if isinstance(obj, torch.Tensor):
-        return obj.detach().to("cpu", copy=True)
-    return obj
+        return snapshot(taken, SnapshotBuffers())  # a DTensor's copy is its local shard's, placement kept
+    return taken
 
 
 def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
