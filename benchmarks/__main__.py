@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> None:
                                "repeats": repeats, "groups": [], "startup": {}}
     groups: list[harness.Group] = []
     skipped: list[str] = []
+    calls: dict[str, float] = {}
+    epoch_calls: dict[str, float] = {}
 
     def note(msg: str) -> None:
         print(msg, file=sys.stderr, end="", flush=True)
@@ -77,10 +79,13 @@ def main(argv: list[str] | None = None) -> None:
             groups.append(harness.Group(f"{w.title}, {w.steps()} steps", g.baseline, g.samples, per_epoch))
             note(f" {time.perf_counter() - started:.0f}s\n")
     if "epochs" in args.only:
-        from benchmarks.epochs import epoch_group
+        from benchmarks.epochs import calls_per_epoch, epoch_group
 
         note("[epochs] ")
         groups.append(epoch_group(clock, repeats, epochs=4 if args.quick else 16, progress=sys.stderr))
+        note(" [calls] ")
+        epoch_calls = calls_per_epoch(clock, (2, 4) if args.quick else (4, 12))
+        results["calls_per_epoch"] = epoch_calls
         note("\n")
     if "compile" in args.only:
         from benchmarks.compiled import compiled_group
@@ -100,7 +105,6 @@ def main(argv: list[str] | None = None) -> None:
         config = LMConfig(steps=20, epochs=2) if args.quick else LMConfig()
         groups += gpu_groups(harness.CLOCKS["wall"], repeats, gpu_loops, config)
         note("\n")
-    calls = {}
     if "steps" in args.only and "tiny" in args.workloads:
         note("[calls] ")
         calls = calls_per_step(loops, clock)
@@ -112,6 +116,10 @@ def main(argv: list[str] | None = None) -> None:
         raw = calls["raw"]
         print(f"Python calls per training step (exact, cProfile; tiny MLP, marginal per step): raw {raw:.1f}; "
               + ", ".join(f"{loop} +{n - raw:.1f}" for loop, n in calls.items() if loop != "raw"), file=out)
+    if epoch_calls:
+        from benchmarks.epochs import format_calls
+
+        print(format_calls(epoch_calls), file=out)
     if "gpu" in args.only and not torch.cuda.is_available():
         skipped.append("GPU: skipped (no CUDA device)")
     for line in skipped:

@@ -5,6 +5,9 @@ piece of per-epoch work, so that the difference between two rows is what that pi
 * ``+defaults, no checkpoint``: the defaults (logging, progress bar, epoch-end logging) without checkpointing;
 * ``+defaults, synchronous checkpoint``: a checkpoint every epoch written on the training thread;
 * ``+defaults``: the defaults, checkpoints written in the background.
+
+Next to the times, :func:`calls_per_epoch` counts the Python calls each row makes per epoch on the training
+thread: exact, so a change to per-epoch work shows there even when the machine is too busy to time it.
 """
 
 from __future__ import annotations
@@ -23,9 +26,7 @@ def _sync_storage() -> Any:
         return None
 
 
-def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: Any = None) -> harness.Group:
-    w = workloads.short_epochs(epochs)
-
+def _rows(w: workloads.Workload, clock: harness.Clock) -> list[tuple[str, harness.Run]]:
     def ember(defaults: bool, **kwargs: Any) -> harness.Run:
         return lambda: frameworks.ember_run(w, clock, defaults=defaults, **kwargs)
 
@@ -35,6 +36,33 @@ def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: 
     if sync is not None:
         rows.append(("ember+defaults, synchronous checkpoint", ember(True, checkpoint_io=sync)))
     rows.append(("ember+defaults", ember(True)))
-    g = harness.interleave(frameworks.build("raw", w, clock), rows, w.steps(), repeats, progress=progress)
+    return rows
+
+
+def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: Any = None) -> harness.Group:
+    w = workloads.short_epochs(epochs)
+    g = harness.interleave(frameworks.build("raw", w, clock), _rows(w, clock), w.steps(), repeats,
+                           progress=progress)
     return harness.Group(f"per-epoch costs: {w.title}", g.baseline, g.samples,
                          steps_per_epoch=workloads.SHORT_TRAIN)
+
+
+def calls_per_epoch(clock: harness.Clock, epochs: tuple[int, int] = (4, 12)) -> dict[str, float]:
+    """Python calls per epoch of the raw loop and of each row, on the training thread (a background writer's
+    calls are its own thread's): the difference between two runs of ``epochs`` epochs, after a warm-up run, so
+    that set-up is not counted."""
+    few, many = (workloads.short_epochs(n) for n in epochs)
+    out = {}
+    for (label, run_few), (_, run_many) in zip([("raw", frameworks.build("raw", few, clock)), *_rows(few, clock)],
+                                               [("raw", frameworks.build("raw", many, clock)), *_rows(many, clock)],
+                                               strict=True):
+        with harness.silenced():
+            run_few()  # warm-up: first-run imports and caches are not per epoch
+        out[label] = (harness.count_calls(run_many) - harness.count_calls(run_few)) / (epochs[1] - epochs[0])
+    return out
+
+
+def format_calls(calls: dict[str, float]) -> str:
+    raw = calls["raw"]
+    return ("Python calls per epoch on the training thread (exact, cProfile; short epochs, marginal per epoch): "
+            f"raw {raw:.0f}; " + ", ".join(f"{label} +{n - raw:.0f}" for label, n in calls.items() if label != "raw"))

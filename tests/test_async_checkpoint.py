@@ -372,6 +372,13 @@ def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the
 
     assert checkpoint_writes.small_enough({"w": torch.zeros(256)}, limit=1024)  # 1024 bytes
     assert not checkpoint_writes.small_enough({"w": [torch.zeros(200), torch.zeros(100)]}, limit=1024)
+    # Every container kind a checkpoint holds counts, at any depth; numbers, strings, dtypes count nothing.
+    nested = OrderedDict(a=1, b="x", c=[{"d": (torch.zeros(100), torch.float32, None)}], e=torch.zeros(100))
+    assert checkpoint_writes.small_enough(nested, limit=800)
+    assert not checkpoint_writes.small_enough(nested, limit=799)
+    # A view is written with its whole storage: that is what counts.
+    assert not checkpoint_writes.small_enough({"view": torch.zeros(1000)[:10]}, limit=1024)
+    assert not checkpoint_writes.small_enough(torch.zeros(300), limit=1024)
     monkeypatch.setattr(checkpoint_writes, "SERIALIZE_INLINE_BYTES", 1024)  # the tiny model's checkpoint is larger
     storage = HeldStorage()
     storage.hold_writes(monkeypatch)

@@ -117,6 +117,13 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     assert set(group["loops"]) == {"ember, validation only", "ember+defaults, no checkpoint",
                                    "ember+defaults, synchronous checkpoint", "ember+defaults"}
     assert "overhead ms/epoch" in proc.stdout
+    # Calls per epoch on the training thread: exact, so each piece of per-epoch work must show, and the
+    # background writer must take the file work off the training thread.
+    calls = json.loads(out.read_text())["calls_per_epoch"]
+    assert calls["raw"] < calls["ember, validation only"] < calls["ember+defaults, no checkpoint"]
+    assert calls["ember+defaults, no checkpoint"] + 100 < calls["ember+defaults"]
+    assert calls["ember+defaults"] + 50 < calls["ember+defaults, synchronous checkpoint"]
+    assert "Python calls per epoch on the training thread" in proc.stdout
 
 
 def test_the_gpu_section_compares_every_loop_per_precision_on_a_smoke_model() -> None:

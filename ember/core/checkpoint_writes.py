@@ -42,20 +42,36 @@ def small_enough(obj: Any, limit: int | None = None) -> bool:
     ``torch.save`` writes them; a storage shared by two tensors counts twice); by default
     :data:`SERIALIZE_INLINE_BYTES`."""
     limit = SERIALIZE_INLINE_BYTES if limit is None else limit
+    return _tensor_bytes(obj, limit) <= limit
+
+
+_LEAVES = frozenset({str, bytes, int, float, bool, complex, type(None), torch.dtype, torch.device})
+
+
+def _tensor_bytes(obj: Any, limit: int) -> int:
+    """The bytes of the tensors in ``obj``, counted until they pass ``limit``. One call per container and
+    none per number or string: this runs at every save of a small checkpoint, on the training thread."""
+    kind = type(obj)
+    if kind is dict or kind is OrderedDict:
+        values = obj.values()
+    elif kind is list or kind is tuple:
+        values = obj
+    elif isinstance(obj, torch.Tensor):
+        return obj.untyped_storage().nbytes()
+    else:
+        return 0
     total = 0
-    todo = [obj]
-    while todo:
-        item = todo.pop()
-        kind = type(item)
-        if kind is dict or kind is OrderedDict:
-            todo.extend(item.values())
-        elif kind is list or kind is tuple:
-            todo.extend(item)
-        elif isinstance(item, torch.Tensor):
-            total += item.untyped_storage().nbytes()
-            if total > limit:
-                return False
-    return True
+    for value in values:
+        kind = type(value)
+        if kind in _LEAVES:
+            continue
+        if kind is torch.Tensor:
+            total += value.untyped_storage().nbytes()
+        else:
+            total += _tensor_bytes(value, limit - total)
+        if total > limit:
+            break
+    return total
 
 
 class Writes:
