@@ -14,6 +14,7 @@ prediction batches in ``validate``, ``test`` and ``predict``.
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
 import warnings
@@ -24,6 +25,9 @@ import torch
 
 from ember.hookspecs import hookimpl
 from ember.plugins.profilers import output_path
+
+#: ``torch.profiler.profile`` takes ``acc_events`` (torch 2.4 does not).
+_ACCUMULATES = "acc_events" in inspect.signature(torch.profiler.profile.__init__).parameters
 
 
 class TorchProfiler:
@@ -36,7 +40,7 @@ class TorchProfiler:
         CUDA device).
     :param print_summary: print torch's operator table (``row_limit`` rows) on global rank 0 at the end.
     :param profiler_kwargs: passed to ``torch.profiler.profile`` (``record_shapes``, ``profile_memory``,
-        ``with_stack``, ...).
+        ``with_stack``, ...); ``acc_events`` is True unless given (the run records one cycle).
 
     :attr:`path` is the trace written by the last run (None when nothing was recorded).
     """
@@ -80,8 +84,13 @@ class TorchProfiler:
         if self.schedule is not None:
             wait, warmup, active = self.schedule
             schedule = torch.profiler.schedule(wait=wait, warmup=warmup, active=active, repeat=1)
+        kwargs = dict(self.profiler_kwargs)
+        if _ACCUMULATES:
+            # One recording cycle (the schedule does not repeat): keeping its events is what torch does anyway;
+            # saying so spares the warning that torch 2.9 to 2.12 give at every start otherwise.
+            kwargs.setdefault("acc_events", True)
         self._profiler = torch.profiler.profile(activities=activities, schedule=schedule,
-                                                on_trace_ready=self._export, **self.profiler_kwargs)
+                                                on_trace_ready=self._export, **kwargs)
         self._profiler.start()
 
     def _step(self, trainer: Any) -> None:
