@@ -3,9 +3,9 @@
 with inf/NaN gradients. Works on CPU too (torch's CPU autocast and scaler support float16).
 
 Zero host syncs per step with a fused optimizer: an optimizer built with ``fused=True`` whose class takes the
-loss scale and the inf flag as device tensors (``torch.optim.Adam``, ``AdamW``, ``SGD`` and ``Adagrad``: they
-set ``_step_supports_amp_scaling``) gets both from the scaler on the device and skips an overflowing step inside
-its kernel. Every other optimizer needs the scaler to read the inf flag on the host (``.item()``) to decide
+loss scale and the inf flag as device tensors (``torch.optim.Adam``, ``AdamW`` and ``SGD``, and ``Adagrad`` from
+torch 2.12, whose fused kernel runs only on the CPU before that: they set ``_step_supports_amp_scaling``) gets
+both from the scaler on the device and skips an overflowing step inside its kernel. Every other optimizer needs the scaler to read the inf flag on the host (``.item()``) to decide
 whether to step: one synchronisation per optimizer step. The plugin says once per optimizer which case applies
 (log level INFO, DEBUG for CPU runs, where a sync costs nothing).
 """
@@ -25,8 +25,8 @@ log = logging.getLogger("ember")
 
 
 def scales_on_device(optimizer: torch.optim.Optimizer) -> bool:
-    """True if ``optimizer.step`` takes ``grad_scale``/``found_inf`` tensors (fused Adam, AdamW, SGD, Adagrad):
-    the scaler then never reads the inf flag on the host."""
+    """True if ``optimizer.step`` takes ``grad_scale``/``found_inf`` tensors (fused Adam, AdamW, SGD, and
+    Adagrad where torch says so): the scaler then never reads the inf flag on the host."""
     return bool(getattr(optimizer, "_step_supports_amp_scaling", False))
 
 
@@ -91,7 +91,7 @@ class FP16Mixed:
                     "host synchronisation per step", name)
         else:
             log.log(level, "16-mixed: %s reads the gradient scaler's inf flag on the host (one synchronisation per "
-                    "step); torch.optim.Adam, AdamW, SGD or Adagrad with fused=True avoid it", name)
+                    "step); torch.optim.Adam, AdamW or SGD with fused=True avoid it", name)
 
     # -- state: kept in checkpoint["plugins"][identity] by core.checkpoint ---------------------------------
     def state_dict(self) -> dict[str, Any]:
