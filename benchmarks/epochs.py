@@ -7,7 +7,8 @@ piece of per-epoch work, so that the difference between two rows is what that pi
 * ``+defaults``: the defaults, checkpoints written in the background.
 
 Next to the times, :func:`calls_per_epoch` counts the Python calls each row makes per epoch on the training
-thread: exact, so a change to per-epoch work shows there even when the machine is too busy to time it.
+thread, which a busy machine does not move (only the progress bar's redraws, on a timer, move the rows with the
+defaults, by about a hundred calls): a change to per-epoch work shows there when the times cannot resolve it.
 """
 
 from __future__ import annotations
@@ -64,5 +65,5 @@ def calls_per_epoch(clock: harness.Clock, epochs: tuple[int, int] = (4, 12)) -> 
 
 def format_calls(calls: dict[str, float]) -> str:
     raw = calls["raw"]
-    return ("Python calls per epoch on the training thread (exact, cProfile; short epochs, marginal per epoch): "
+    return ("Python calls per epoch on the training thread (cProfile; short epochs, marginal per epoch): "
             f"raw {raw:.0f}; " + ", ".join(f"{label} +{n - raw:.0f}" for label, n in calls.items() if label != "raw"))
