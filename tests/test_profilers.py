@@ -161,7 +161,7 @@ def test_torch_profiler_bad_schedule() -> None:
 
 @pytest.mark.parametrize("schedule", [(1, 1, 3), None])
 def test_torch_profiler_starts_and_steps_without_torch_warnings(tmp_path: Any, schedule: Any) -> None:
-    # torch 2.9 to 2.12 warn at every profiler start that events of earlier cycles are dropped, unless told to
+    # torch 2.10 and 2.11 warn at every profiler start that events of earlier cycles are dropped, unless told to
     # keep them; a run records one cycle, so the warning is noise (and, raised as an error mid-step, it left
     # torch's profiler in a state whose stop() crashed the process).
     train, val = tiny_loaders(n=48, batch_size=8)

@@ -5,8 +5,9 @@ with inf/NaN gradients. Works on CPU too (torch's CPU autocast and scaler suppor
 Zero host syncs per step with a fused optimizer: an optimizer built with ``fused=True`` whose class takes the
 loss scale and the inf flag as device tensors (``torch.optim.Adam``, ``AdamW`` and ``SGD``, and ``Adagrad`` from
 torch 2.12, whose fused kernel runs only on the CPU before that: they set ``_step_supports_amp_scaling``) gets
-both from the scaler on the device and skips an overflowing step inside its kernel. Every other optimizer needs the scaler to read the inf flag on the host (``.item()``) to decide
-whether to step: one synchronisation per optimizer step. The plugin says once per optimizer which case applies
+both from the scaler on the device and skips an overflowing step inside its kernel. Every other optimizer needs
+the scaler to read the inf flag on the host (``.item()``) to decide whether to step: one synchronisation per
+optimizer step. The plugin says once per optimizer which case applies
 (log level INFO, DEBUG for CPU runs, where a sync costs nothing).
 """
 

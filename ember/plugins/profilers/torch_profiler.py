@@ -87,7 +87,7 @@ class TorchProfiler:
         kwargs = dict(self.profiler_kwargs)
         if _ACCUMULATES:
             # One recording cycle (the schedule does not repeat): keeping its events is what torch does anyway;
-            # saying so spares the warning that torch 2.9 to 2.12 give at every start otherwise.
+            # saying so spares the warning torch 2.10 and 2.11 give at every start (2.13 only at a second cycle).
             kwargs.setdefault("acc_events", True)
         self._profiler = torch.profiler.profile(activities=activities, schedule=schedule,
                                                 on_trace_ready=self._export, **kwargs)
