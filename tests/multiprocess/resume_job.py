@@ -128,7 +128,8 @@ def main(out: str) -> None:
         result[f"{strategy}_writes_reached"] = probe.reached
         weights[f"{strategy}_resumed"], resumed = fit(out, strategy, ckpt_path=mid)
         result[f"{strategy}_resumed_from_step"] = resumed.ckpt_path == mid
-        result[f"{strategy}_files"] = sorted(os.listdir(out))
+        # what the fits left; not this job's own result files, which the other rank may have written by now
+        result[f"{strategy}_files"] = sorted(n for n in os.listdir(out) if not n.endswith(".json"))
     if fsdp:
         fsdp_parts(out, trainer.global_rank, result, weights)
     with open(os.path.join(out, f"rank{trainer.global_rank}.json"), "w") as f:
