@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from dist_support import SCRIPTS, fsdp_available, needs_fsdp, run
+from dist_support import SCRIPTS, needs_fsdp, run
 from packaging.requirements import Requirement
 from packaging.version import Version
 
