@@ -140,14 +140,9 @@ def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
     """Function calls per training step of each loop: the difference between a 400-step and a 200-step run
     of the tiny MLP, so that set-up is not counted."""
     short, long = workloads.tiny(steps=200), workloads.tiny(steps=400)
-    out = {}
-    for loop in ["raw", *loops]:
-        with harness.silenced():  # warm-up: first-run imports and caches are not per step
-            frameworks.build(loop, short, clock)()
-        n_short = harness.count_calls(frameworks.build(loop, short, clock))
-        n_long = harness.count_calls(frameworks.build(loop, long, clock))
-        out[loop] = (n_long - n_short) / (long.steps() - short.steps())
-    return out
+    return {loop: harness.marginal_calls(frameworks.build(loop, short, clock), frameworks.build(loop, long, clock),
+                                         long.steps() - short.steps())
+            for loop in ["raw", *loops]}
 
 
 def _workload(key: str, quick: bool) -> workloads.Workload:

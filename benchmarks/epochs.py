@@ -50,17 +50,13 @@ def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: 
 
 def calls_per_epoch(clock: harness.Clock, epochs: tuple[int, int] = (4, 12)) -> dict[str, float]:
     """Python calls per epoch of the raw loop and of each row, on the training thread (a background writer's
-    calls are its own thread's): the difference between two runs of ``epochs`` epochs, after a warm-up run, so
-    that set-up is not counted."""
-    few, many = (workloads.short_epochs(n) for n in epochs)
-    out = {}
-    for (label, run_few), (_, run_many) in zip([("raw", frameworks.build("raw", few, clock)), *_rows(few, clock)],
-                                               [("raw", frameworks.build("raw", many, clock)), *_rows(many, clock)],
-                                               strict=True):
-        with harness.silenced():
-            run_few()  # warm-up: first-run imports and caches are not per epoch
-        out[label] = (harness.count_calls(run_many) - harness.count_calls(run_few)) / (epochs[1] - epochs[0])
-    return out
+    calls are its own thread's): the difference between runs of ``epochs`` epochs, set-up left out."""
+    def runs(n: int) -> list[tuple[str, harness.Run]]:
+        w = workloads.short_epochs(n)
+        return [("raw", frameworks.build("raw", w, clock)), *_rows(w, clock)]
+
+    return {label: harness.marginal_calls(few, many, epochs[1] - epochs[0])
+            for (label, few), (_, many) in zip(runs(epochs[0]), runs(epochs[1]), strict=True)}
 
 
 def format_calls(calls: dict[str, float]) -> str:

@@ -132,6 +132,15 @@ def count_calls(run: Run) -> int:
     return sum(row[1] for row in pstats.Stats(profile).stats.values())  # type: ignore[attr-defined]
 
 
+def marginal_calls(few: Run, many: Run, units: int) -> float:
+    """Calls per unit of work: ``many`` and ``few`` are the same run with ``units`` more units (steps, epochs)
+    in ``many``; a warm-up run of ``few`` first, so that first-run imports and caches are not counted, and the
+    difference leaves set-up out."""
+    with silenced():
+        few()
+    return (count_calls(many) - count_calls(few)) / units
+
+
 def us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f}"
 

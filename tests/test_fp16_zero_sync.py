@@ -29,15 +29,10 @@ def test_which_optimizers_take_the_scale_on_the_device() -> None:
     for name in ("Adam", "AdamW", "SGD", "Adagrad"):
         fused = getattr(torch.optim, name)(params, lr=0.1, fused=True)
         # Adagrad's fused kernel takes the scale from torch 2.12 (2.8 to 2.10 do not offer it at all)
-        if name != "Adagrad" or torch_version() >= (2, 12):
+        if name != "Adagrad" or torch.__version__ >= (2, 12):
             assert scales_on_device(fused), name
         assert not scales_on_device(getattr(torch.optim, name)(params, lr=0.1)), name
     assert not scales_on_device(torch.optim.RMSprop(params, lr=0.1))
-
-
-def torch_version() -> tuple[int, int]:
-    major, minor = torch.__version__.split(".")[:2]
-    return int(major), int(minor)
 
 
 @pytest.mark.parametrize(("optimizer", "says"), [("AdamW", "is fused"), ("RMSprop", "one synchronisation per step")])

@@ -34,7 +34,8 @@ FORMAT_VERSION = 2
 # Plain data
 # ---------------------------------------------------------------------------------------------------------
 
-_SCALARS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+#: The types of the plain values that hold no tensor and no other value.
+PLAIN_SCALARS = frozenset({str, bytes, int, float, bool, complex, type(None)})
 _TORCH_ATOMS = (torch.Tensor, torch.dtype, torch.device)
 _SEQUENCES = frozenset({list, tuple, set, frozenset, torch.Size})
 
@@ -63,13 +64,13 @@ def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
     # Branches in the order of how often a checkpoint's values take them (numbers, dicts, tensors, lists): this
     # walk runs at every save, on the training thread.
     kind = type(obj)
-    if kind in _SCALARS:
+    if kind in PLAIN_SCALARS:
         return obj
     if kind is dict or kind is OrderedDict:
         items = {}
         changed = tensor is not None
         for key, value in obj.items():
-            if type(key) not in _SCALARS:
+            if type(key) not in PLAIN_SCALARS:
                 raise _Misplaced(f"the key {key!r}, a {type(key).__name__}")
             try:
                 new = _plain(value, tensor)

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ember.core.async_writer import SnapshotBuffers, snapshot
-from ember.core.checkpoint_format import NotPlain, make_plain
+from ember.core.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
 from ember.core.errors import CheckpointError, ConfigurationError
 
 Op = tuple[str, str, Any]  # ("save" or "remove", path, what the storage gets or None)
@@ -45,7 +45,7 @@ def small_enough(obj: Any, limit: int | None = None) -> bool:
     return _tensor_bytes(obj, limit) <= limit
 
 
-_LEAVES = frozenset({str, bytes, int, float, bool, complex, type(None), torch.dtype, torch.device})
+_LEAVES = PLAIN_SCALARS | {torch.dtype, torch.device}
 
 
 def _tensor_bytes(obj: Any, limit: int) -> int:
