@@ -34,7 +34,7 @@ def off_args() -> dict:
     """Switch off the optional features this version of ember has (progress bar, logger files, summary)."""
     names = {f.name for f in attrs.fields(ember.TrainerConfig)}
     try:  # the arguments plugins declare (an older ember keeps them all in TrainerConfig)
-        from ember.core.options import declared_options
+        from ember.core.hooks.options import declared_options
 
         names |= {option.name for option in declared_options()}
     except ImportError:

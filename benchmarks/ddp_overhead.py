@@ -39,7 +39,7 @@ def off_args() -> dict[str, Any]:
     """The Trainer arguments that switch optional features off, for those this version has."""
     names = {f.name for f in attrs.fields(ember.TrainerConfig)}
     try:  # the arguments plugins declare (an older ember keeps them all in TrainerConfig)
-        from ember.core.options import declared_options
+        from ember.core.hooks.options import declared_options
 
         names |= {option.name for option in declared_options()}
     except ImportError:

@@ -46,7 +46,7 @@ EMBER_OFF = {"enable_progress_bar": False, "logger": False, "enable_checkpointin
 def ember_off_args() -> dict[str, Any]:
     names = {f.name for f in attrs.fields(ember.TrainerConfig)}
     try:  # the arguments plugins declare (an older ember keeps them all in TrainerConfig)
-        from ember.core.options import declared_options
+        from ember.core.hooks.options import declared_options
 
         names |= {option.name for option in declared_options()}
     except ImportError:

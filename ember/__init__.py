@@ -11,9 +11,11 @@ Plugins are plain objects with ``@ember.hookimpl`` methods; see ``ember hooks`` 
 
 from __future__ import annotations
 
-from ember.core.callback import Callback
-from ember.core.config import TrainerConfig
-from ember.core.datamodule import DataModule
+from ember.core.api.callback import Callback
+from ember.core.api.datamodule import DataModule
+from ember.core.api.logging_api import log, log_dict
+from ember.core.api.module import Module
+from ember.core.api.trainer import Trainer
 from ember.core.errors import (
     CheckpointError,
     ConfigurationError,
@@ -26,14 +28,11 @@ from ember.core.errors import (
     UntrainedWeightsWarning,
     WorkerFailedError,
 )
-from ember.core.logging_api import log, log_dict
-from ember.core.module import Module
-from ember.core.plugin_manager import EmberWarning
-from ember.core.seed import seed_everything
-from ember.core.trainer import Trainer
+from ember.core.hooks.config import TrainerConfig
+from ember.core.hooks.plugin_manager import EmberWarning
+from ember.core.loop.seed import seed_everything
 from ember.hookspecs import hookimpl, hookspec
-
-__version__ = "0.1.0"
+from ember.version import __version__ as __version__
 
 __all__ = [
     "Callback",

@@ -130,7 +130,7 @@ def _debug_flag(argv: list[str]) -> tuple[list[str], bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ember`` with ``argv`` (default: the process's arguments); returns the exit status."""
     from ember.core.errors import EmberError
-    from ember.core.signals import SignalExit, exit_status
+    from ember.core.loop.signals import SignalExit, exit_status
 
     words, debug = _debug_flag(list(sys.argv[1:] if argv is None else argv))
     name = words[0] if words and not words[0].startswith("-") else ""

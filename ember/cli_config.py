@@ -5,7 +5,7 @@ parsed by jsonargparse with LightningCLI's conventions::
     ember fit --model my_pkg.models.Classifier --data my_pkg.data.Digits --print_config > run.yaml
 
 A config file (YAML, or TOML by its ``.toml`` suffix) has up to five top-level keys: ``seed_everything``,
-``trainer`` (every Trainer argument, plugins' included: :func:`ember.core.options.declared_options`), ``model``
+``trainer`` (every Trainer argument, plugins' included: :func:`ember.core.hooks.options.declared_options`), ``model``
 and ``data`` (``class_path`` and ``init_args``, typed by the class's signature) and ``ckpt_path``. Files
 (``--config``, several allowed) and flags apply in the order given, later ones winning. ``model`` is any ``torch.nn.Module``;
 ``data`` any class with a ``*_dataloader()`` method (:class:`DataModule`). ``trainer.callbacks``, ``plugins``,
@@ -31,9 +31,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ember.cli_explain import explain, missing
-from ember.cli_registry import CLIError, command
+from ember.cli_registry import CLIError, command, load_toml
 from ember.core.errors import EmberError, UntrainedWeightsWarning, suggest
-from ember.core.options import Option, declared_options
+from ember.core.hooks.options import Option, declared_options
 from ember.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -165,18 +165,6 @@ def _prepare(argv: list[str]) -> list[str]:
     return out
 
 
-def load_toml(path: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
-    with open(path, "rb") as f:
-        try:
-            return tomllib.load(f)
-        except tomllib.TOMLDecodeError as exc:
-            raise CLIError(f"{path} is not valid TOML: {exc}.") from exc
-
-
 def parse(stage: str, argv: list[str]) -> tuple[ArgumentParser, Namespace]:
     """The parser and the parsed configuration (files and flags in the order given)."""
     if "" not in sys.path and os.getcwd() not in sys.path:  # class paths resolve from here, as under python -m
@@ -199,7 +187,7 @@ def parse(stage: str, argv: list[str]) -> tuple[ArgumentParser, Namespace]:
 def plugin_class_path(name: str, role: str | None, where: str) -> str:
     """The import path of a plugin named ``name`` (``early-stopping``, ``callback.early-stopping``) or ``name``
     itself when it is an import path (``my_pkg.callbacks.Custom`` or ``my_pkg.callbacks:Custom``)."""
-    from ember.core import discovery
+    from ember.core.hooks import discovery
 
     found = discovery.discover().plugins
     candidates = [name, f"{role}.{name}"] if role else [name, *(i for i in found if i.split(".", 1)[1] == name)]
@@ -216,7 +204,7 @@ def plugin_class_path(name: str, role: str | None, where: str) -> str:
 def _is_class_path(name: str) -> bool:
     """``package.module:Class``, or a dotted name whose first part is no plugin role (``callback.timer`` is an
     identity, ``my_pkg.callbacks.Custom`` a class)."""
-    from ember.core import discovery
+    from ember.core.hooks import discovery
 
     if ":" in name:
         return True

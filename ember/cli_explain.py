@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ember.core.errors import EmberError, suggest
-from ember.core.options import declared_options
+from ember.core.hooks.options import declared_options
 
 TOP_KEYS = ("seed_everything", "trainer", "model", "data", "ckpt_path")
 
@@ -83,7 +83,7 @@ def _config_holding(key: str, argv: list[str]) -> str | None:
     """The config file among ``argv`` that holds ``key`` (``trainer.max_epoch``), if one does."""
     import yaml
 
-    from ember.cli_config import load_toml
+    from ember.cli_registry import load_toml
 
     files = [word for before, word in zip(["", *argv], argv) if before in ("-c", "--config") and os.path.isfile(word)]
     for path in reversed(files):

@@ -10,8 +10,8 @@ from typing import Any
 import attrs
 
 from ember.cli_registry import CLIError, command
-from ember.core import discovery
 from ember.core.errors import EmberError, PluginError, suggest
+from ember.core.hooks import discovery
 
 #: Status of a plugin in ``ember plugins``.
 STATUSES = ("active", "available", "unavailable", "blocked", "conflict", "broken")
@@ -37,7 +37,7 @@ class PluginRow:
 
 def _hooks_of(identity: str, plugin: Any, origin: str | None) -> tuple[dict[str, Any], ...]:
     """The hooks ``plugin`` implements, with their ordering options; raises PluginError when invalid."""
-    from ember.core.plugin_manager import PluginManager
+    from ember.core.hooks.plugin_manager import PluginManager
 
     pm = PluginManager()
     pm.register(plugin, name=identity, origin=origin)
@@ -53,7 +53,7 @@ def _hooks_of(identity: str, plugin: Any, origin: str | None) -> tuple[dict[str,
 def _selection(selection: dict[str, Any]) -> tuple[dict[str, str], str]:
     """The identities a run configured by ``selection`` would register (besides always-on plugins), each with
     why, or ({}, why not)."""
-    from ember.core.trainer import Trainer
+    from ember.core.api.trainer import Trainer
 
     try:
         trainer = Trainer(**selection, autoload_plugins=False)
@@ -71,8 +71,8 @@ def collect(selection: dict[str, Any] | None = None, block: tuple[str, ...] = ()
     import warnings
 
     import ember
-    from ember.core.defaults import Defaults
-    from ember.core.trainer import ESSENTIAL, _autoload_env_off, _env_blocked
+    from ember.core.api.trainer import ESSENTIAL, _autoload_env_off, _env_blocked
+    from ember.core.hooks.defaults import Defaults
 
     found = discovery.discover(refresh=True)
     blocked = set(block) | set(_env_blocked())
@@ -125,7 +125,7 @@ def _row(identity: str, group: str, infos: tuple[discovery.PluginInfo, ...], blo
         return row("active", hooks, active[identity])
     check = getattr(plugin, "check_available", None)
     if callable(check):
-        from ember.core.config import TrainerConfig
+        from ember.core.hooks.config import TrainerConfig
 
         try:
             check(TrainerConfig())

@@ -1,7 +1,7 @@
 """Where the ``ember`` command's sub-commands register (:func:`command`), and what they share: :class:`CLIError`
-(a one-line usage error, exit status 2) and :class:`ArgumentParser` (argparse that raises it, with a suggestion
-for a mistyped option or choice). It imports nothing of ember's CLI, so any module can add a sub-command without
-importing :mod:`ember.cli` (which imports them: one direction)."""
+(a one-line usage error, exit status 2), :class:`ArgumentParser` (argparse that raises it, with a suggestion
+for a mistyped option or choice) and :func:`load_toml`. It imports nothing of ember's CLI, so any module can add
+a sub-command without importing :mod:`ember.cli` (which imports them: one direction)."""
 
 from __future__ import annotations
 
@@ -78,3 +78,16 @@ def explain_argparse(message: str, options: list[str]) -> str:
         names = re.findall(r"'([^']*)'", choices)
         return f"{option}: invalid choice {value!r}.{suggest(value, names)} Choose from: {', '.join(names)}."
     return message[:1].upper() + message[1:] + ("" if message.endswith(".") else ".")
+
+
+def load_toml(path: str) -> dict[str, Any]:
+    """A TOML config file's content; a clear error when it is not TOML."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    with open(path, "rb") as f:
+        try:
+            return tomllib.load(f)
+        except tomllib.TOMLDecodeError as exc:
+            raise CLIError(f"{path} is not valid TOML: {exc}.") from exc

@@ -4,6 +4,7 @@ through the plugin manager, and ``ember.hookspecs`` imports nothing of ember but
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -57,13 +58,13 @@ def test_core_never_imports_plugins(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", sources("hookspecs"), ids=lambda p: p.name)
-def test_hookspecs_import_nothing_of_ember_but_their_markers(path: Path) -> None:
-    """Within the package anything goes (the markers, the spec modules); outside it, nothing at run time
-    (``Trainer`` and the like only under ``TYPE_CHECKING``, for annotations)."""
-    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=True)
+def test_hookspecs_import_nothing_of_ember(path: Path) -> None:
+    """The spec layer is the ground floor: within the package anything goes; outside it nothing, not even for
+    annotations (the protocols it needs, ``TrainerLike`` and ``OptionRegistry``, live in it)."""
+    bad = [(line, m) for line, m in imported_modules(path, skip_type_checking=False)
            if (m == "ember" or m.startswith("ember.")) and not (m == "ember.hookspecs" or
                                                              m.startswith("ember.hookspecs."))]
-    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {bad} at run time"
+    assert not bad, f"{path.relative_to(PACKAGE.parent)} imports {bad}"
 
 
 def test_the_scan_sees_every_kind_of_import() -> None:
@@ -118,9 +119,10 @@ def test_the_family_rule_catches_a_cross_import() -> None:
     assert {_plugin_family(m) for _, m in found} >= {"environments", "precision"}
 
 
-def _import_time_graph() -> dict[str, set[str]]:
-    """ember module -> the ember modules it imports when it is imported: statements at module level (inside
-    ``try``/``if`` too), not those in functions or under ``if TYPE_CHECKING``."""
+def _import_time_graph(*, type_only: bool = True) -> dict[str, set[str]]:
+    """ember module -> the ember modules it imports at module level (inside ``try``/``if`` too): those under
+    ``if TYPE_CHECKING`` included (``type_only``), those inside functions not (they run when called, and only
+    within one room of ``ember.core``: see ``test_core_rooms_import_downwards``)."""
     modules: dict[str, Path] = {}
     for path in PACKAGE.rglob("*.py"):
         parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
@@ -133,7 +135,7 @@ def _import_time_graph() -> dict[str, set[str]]:
         pending = list(tree.body)
         while pending:
             node = pending.pop()
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test) and not type_only:
                 continue
             if isinstance(node, (ast.If, ast.Try)):
                 pending += node.body + node.orelse + getattr(node, "finalbody", []) + \
@@ -168,9 +170,120 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_no_import_cycles() -> None:
+    """No circle among ember's modules, the imports made for annotations counted: code that annotates with the
+    Trainer uses ``ember.hookspecs.TrainerLike`` (or a protocol of its own room, ``ember.core.loop.parts``)."""
     cycle = _cycle(_import_time_graph())
-    assert cycle is None, f"import cycle at import time: {' -> '.join(cycle or [])}. Move what both sides need " \
-                          "into a module that imports neither, or import inside the function that needs it."
+    assert cycle is None, f"import cycle (imports under TYPE_CHECKING counted): {' -> '.join(cycle or [])}. " \
+                          "Move what both sides need into a module that imports neither, or annotate with a " \
+                          "protocol (ember.hookspecs.TrainerLike) instead of the class."
+
+
+def test_the_graph_counts_imports_for_annotations(tmp_path: Path) -> None:
+    graph = _import_time_graph()
+    assert "ember.core.loop.parts" in graph["ember.core.loop.training"]  # only under TYPE_CHECKING there
+    assert "ember.core.loop.parts" not in _import_time_graph(type_only=False)["ember.core.loop.training"]
+
+
+#: The rooms of ember.core, lowest first: a module may import its own room and the rooms before it, never one
+#: after it (imports inside functions and under TYPE_CHECKING included). ember/core/__init__.py says the same.
+ROOMS = ("ember.core.errors", "ember.core.hooks", "ember.core.loop", "ember.core.checkpointing", "ember.core.api")
+#: What ember.core may import from outside itself, besides ember.hookspecs, by room.
+CORE_MAY_ALSO_IMPORT = {"ember.core.api": ("ember.export",)}
+
+
+def _room(module: str) -> int | None:
+    for i, room in enumerate(ROOMS):
+        if module == room or module.startswith(room + "."):
+            return i
+    return None
+
+
+def core_import_violations(module: str, imported: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The imports of ``module`` (in ember.core) against the rooms' directions."""
+    own = _room(module)
+    bad = []
+    for line, target in imported:
+        if not (target == "ember" or target.startswith("ember.")) or target.startswith("ember.hookspecs") or \
+                target in ("ember.version", "ember.version.__version__"):
+            continue
+        room = _room(target)
+        if own is None:  # ember/core/__init__.py: the package itself imports nothing of ember
+            bad.append((line, target))
+        elif room is None:
+            if target == "ember.core" or target.startswith("ember.core.") and target.count(".") == 2 and \
+                    target.split(".")[2] in {r.split(".")[-1] for r in ROOMS}:
+                continue  # ``from ember.core import loop``: the room's package, judged by what it names
+            allowed = CORE_MAY_ALSO_IMPORT.get(ROOMS[own], ())
+            if not any(target == a or target.startswith(a + ".") for a in allowed):
+                bad.append((line, target))
+        elif room > own:
+            bad.append((line, target))
+    return bad
+
+
+def _core_modules() -> list[tuple[str, Path]]:
+    found = []
+    for path in sorted((PACKAGE / "core").rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found.append((".".join(parts[:-1] if parts[-1] == "__init__" else parts), path))
+    return found
+
+
+@pytest.mark.parametrize("module,path", _core_modules(), ids=lambda v: v if isinstance(v, str) else "")
+def test_core_rooms_import_downwards(module: str, path: Path) -> None:
+    bad = core_import_violations(module, imported_modules(path, skip_type_checking=False))
+    assert not bad, f"{module} imports against the rooms' direction {' < '.join(ROOMS)}: {bad}. Annotate " \
+                    "with a protocol, or move the code to the room that owns what it needs."
+
+
+def test_the_room_rule_catches_an_upward_import() -> None:
+    upward = scan("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ember.core.api.trainer import "
+                  "Trainer\n", "ember.core.loop", skip_type_checking=False)
+    assert core_import_violations("ember.core.loop.data", upward)
+    sideways = scan("from ember.plot import plot_run\n", "ember.core.hooks", skip_type_checking=False)
+    assert core_import_violations("ember.core.hooks.tracing", sideways)
+    downward = scan("from ember.core.loop.state import Progress\nfrom ember.core import errors\n",
+                    "ember.core.checkpointing", skip_type_checking=False)
+    assert not core_import_violations("ember.core.checkpointing.checkpoint", downward)
+
+
+def test_every_core_module_lives_in_a_room() -> None:
+    """ember/core holds the rooms, errors.py and its own __init__; the rooms are the ones ember.core names."""
+    import ember.core
+
+    loose = sorted(p.name for p in (PACKAGE / "core").glob("*.py") if p.name not in ("__init__.py", "errors.py"))
+    assert not loose, f"modules outside a room: {loose}"
+    rooms = sorted(p.name for p in (PACKAGE / "core").iterdir() if (p / "__init__.py").exists())
+    assert rooms == sorted(ember.core.ROOMS) == sorted(r.split(".")[-1] for r in ROOMS[1:])
+    for room, modules in ember.core.ROOMS.items():
+        assert sorted(p.stem for p in (PACKAGE / "core" / room).glob("*.py") if p.stem != "__init__") == \
+            sorted(modules + (("parts",) if room == "loop" else ())), room
+
+
+def test_former_module_paths_import_the_same_module() -> None:
+    import importlib
+
+    import ember.core
+
+    for former, now in ember.core.MOVED.items():
+        assert importlib.import_module(former) is importlib.import_module(now), former
+    from ember.core.trainer import Trainer  # type: ignore[import-not-found]  # a former path
+
+    assert Trainer is ember.Trainer
+
+
+def test_ember_itself_uses_the_current_paths() -> None:
+    """The former paths are for users' code; ember's own code, tests and docs name the rooms."""
+    import ember.core
+
+    root = PACKAGE.parent
+    texts = [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "docs").glob("*.md"),
+             root / "README.md", *(root / "benchmarks").glob("*.py"), *(root / "examples").rglob("*.py")]
+    formers = {former: re.compile(re.escape(former) + r"\b") for former in ember.core.MOVED}
+    found = [(str(path.relative_to(root)), former) for path in texts if path.exists()
+             for former, pattern in formers.items()
+             if path.name not in ("__init__.py", "test_architecture.py") and pattern.search(path.read_text())]
+    assert not found, f"former module paths in use: {found}"
 
 
 def test_the_cycle_check_finds_a_cycle() -> None:

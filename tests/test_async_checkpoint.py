@@ -17,8 +17,8 @@ import pytest
 import torch
 
 import ember
-from ember.core.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
-from ember.core.checkpoint_format import read, storage_manager
+from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
+from ember.core.checkpointing.checkpoint_format import read, storage_manager
 from ember.plugins.callbacks.model_checkpoint import ModelCheckpoint
 from ember.plugins.checkpoint_io import torch_file
 from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO, atomic_link, safe_load
@@ -186,7 +186,7 @@ def test_the_interpreter_waits_for_a_background_write_at_exit(tmp_path: Path) ->
     path = tmp_path / "exit.ckpt"
     script = (
         "import time, torch\n"
-        "from ember.core.async_writer import BackgroundWriter\n"
+        "from ember.core.checkpointing.async_writer import BackgroundWriter\n"
         "from ember.plugins.checkpoint_io.torch_file import atomic_save\n"
         "w = BackgroundWriter()\n"
         f"w.submit(lambda at: (time.sleep(0.3), atomic_save({{'x': torch.ones(2)}}, {str(path)!r})))\n"
@@ -368,7 +368,7 @@ def test_a_storage_that_writes_its_own_way_or_a_wrapper_keeps_the_checkpoint_as_
 
 def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the_writer(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ember.core import checkpoint_writes
+    from ember.core.checkpointing import checkpoint_writes
 
     assert checkpoint_writes.small_enough({"w": torch.zeros(256)}, limit=1024)  # 1024 bytes
     assert not checkpoint_writes.small_enough({"w": [torch.zeros(200), torch.zeros(100)]}, limit=1024)

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 import ember
-from ember.core.discovery import discover
+from ember.core.hooks.discovery import discover
 
 GOOD = '''
 import ember

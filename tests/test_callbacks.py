@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import ember
-from ember.core.config import parse_duration
+from ember.core.hooks.config import parse_duration
 from ember.plugins.callbacks import (
     GradNormMonitor,
     LearningRateMonitor,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import ember
-from ember.core.checkpoint import FORMAT_VERSION
+from ember.core.checkpointing.checkpoint import FORMAT_VERSION
 from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO, atomic_save, safe_load
 from ember.testing import TinyClassifier, tiny_loaders
 

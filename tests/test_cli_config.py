@@ -156,7 +156,7 @@ def test_print_config_round_trip_gives_the_same_run(project, capsys):
             "--seed_everything", "3", "--trainer.max_epochs", "2", "--trainer.default_root_dir", "a",
             "--trainer.log_every_n_steps", "1", *QUIET]
     cfg = printed(capsys, *args)
-    from ember.core.options import declared_options
+    from ember.core.hooks.options import declared_options
 
     assert set(cfg) == {"seed_everything", "trainer", "model", "data", "ckpt_path"}
     assert set(cfg["trainer"]) == {option.name for option in declared_options()}  # every default filled in
@@ -200,7 +200,7 @@ def test_toml_class_paths_and_plugins_by_name_with_init_args(project, capsys):
 
 
 def test_plugin_options_are_in_help_and_settable(capsys):
-    from ember.core.options import declared_options
+    from ember.core.hooks.options import declared_options
 
     assert main(["fit", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())

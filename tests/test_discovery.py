@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import ember
-from ember.core import discovery
+from ember.core.hooks import discovery
 from ember.testing import TinyClassifier, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.

@@ -13,7 +13,7 @@ import pytest
 import torch
 from dist_support import SCRIPTS, Job, clean_env, fsdp_available, needs_fsdp, run
 
-pytest.importorskip("ember.core.checkpoint", reason="needs ember's checkpoint support")
+pytest.importorskip("ember.core.checkpointing.checkpoint", reason="needs ember's checkpoint support")
 pytestmark = pytest.mark.slow
 
 

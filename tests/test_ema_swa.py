@@ -12,8 +12,8 @@ from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 from torch.utils.data import DataLoader
 
 import ember
-from ember.core.discovery import discover
 from ember.core.errors import ConfigurationError
+from ember.core.hooks.discovery import discover
 from ember.plugins.callbacks.ema import EMA
 from ember.plugins.callbacks.swa import SWA
 from ember.testing import TinyClassifier, tiny_dataset

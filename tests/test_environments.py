@@ -206,7 +206,7 @@ def test_slurm_requeues_the_job_from_rank_zero(fake_scontrol: Any, no_launcher: 
 
 def test_slurms_warning_signal_checkpoints_stops_and_requeues(tmp_path: Any, fake_scontrol: Any,
                                                                no_launcher: pytest.MonkeyPatch) -> None:
-    signals = pytest.importorskip("ember.core.signals", reason="needs ember's checkpointed stops")
+    signals = pytest.importorskip("ember.core.loop.signals", reason="needs ember's checkpointed stops")
     for k, v in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_NTASKS_PER_NODE": "1", "SLURM_JOB_NUM_NODES": "1",
                  "SLURM_NODEID": "0"}.items():
         no_launcher.setenv(k, v)

@@ -339,7 +339,7 @@ def test_a_class_instead_of_an_instance() -> None:
     with pytest.raises(ember.ConfigurationError, match=r"callbacks=\[..., Misspelled, ...\]\) holds a class: pass an "
                                                        r"instance, Misspelled\(\)"):
         ember.Trainer(**QUIET, callbacks=[Misspelled])
-    from ember.core.defaults import Defaults
+    from ember.core.hooks.defaults import Defaults
 
     with pytest.raises(ember.ConfigurationError, match=r"Trainer\(precision=Defaults\) is invalid: that is a class"):
         ember.Trainer(**QUIET, precision=Defaults)
@@ -451,6 +451,6 @@ def test_keyboard_interrupt_runs_on_exception_then_propagates() -> None:
 
 
 def test_gpu_is_lightnings_spelling_of_cuda() -> None:
-    from ember.core.config import make_config
+    from ember.core.hooks.config import make_config
 
     assert make_config({"accelerator": "gpu"}).accelerator == "cuda"

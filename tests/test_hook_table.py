@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import ember
-from ember.core.defaults import Defaults
-from ember.core.plugin_manager import HookTable, PluginManager, compile_call
-from ember.core.positional import spec_named
+from ember.core.hooks.defaults import Defaults
+from ember.core.hooks.plugin_manager import HookTable, PluginManager, compile_call
+from ember.core.hooks.positional import spec_named
 from ember.testing import TinyClassifier, tiny_loaders
 
 
@@ -353,7 +353,7 @@ def test_tables_of_finished_runs_are_not_kept_alive() -> None:
 
 
 def test_the_pluggy_api_the_dispatch_reads_is_there() -> None:
-    """ember's dispatch (ember/core/dispatch.py) reads only these public pluggy names; a pluggy release that
+    """ember's dispatch (ember/core/hooks/dispatch.py) reads only these public pluggy names; a pluggy release that
     renames or drops one fails here rather than inside a run."""
     pm = _pm(Defaults())
     caller = pm.hook.optimizer_step
@@ -369,7 +369,7 @@ def test_the_pluggy_api_the_dispatch_reads_is_there() -> None:
 
 
 def test_pluggy_reads_implementation_names_through_wrapped_and_instance_attributes() -> None:
-    """Positional hooks (ember/core/positional.py) go through pluggy's public register(): pluggy finds a bound
+    """Positional hooks (ember/core/hooks/positional.py) go through pluggy's public register(): pluggy finds a bound
     method stored on the instance and reads its argument names through ``__wrapped__``. A pluggy release that
     stops doing either fails here rather than in a run."""
     spec, impl = pluggy.HookspecMarker("probe"), pluggy.HookimplMarker("probe")

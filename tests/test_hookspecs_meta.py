@@ -37,7 +37,7 @@ NOT_CALLED_YET = {
 
 #: Hooks called outside a run, so no run's recorder sees them; each names the test that checks the call.
 CALLED_OUTSIDE_RUNS = {
-    "add_options": "on plugin classes, by ember.core.options.declarations(): tests/test_options.py",
+    "add_options": "on plugin classes, by ember.core.hooks.options.declarations(): tests/test_options.py",
 }
 
 
@@ -164,7 +164,7 @@ class StopsOnASignal(TinyClassifier):
     """Asks for the orderly stop a SIGTERM causes: a checkpoint, the requeue hook, SignalExit."""
 
     def on_train_batch_start(self, batch_idx: int) -> None:
-        from ember.core.signals import request_stop
+        from ember.core.loop.signals import request_stop
 
         request_stop(self.trainer, requeue=True)
 
@@ -205,7 +205,7 @@ def _runs(tmp_path: Path) -> list[str]:
     checkpoints = str(tmp_path / "checkpointing")
     trainer(max_epochs=2, default_root_dir=checkpoints).fit(TinyClassifier(), train, val)
     trainer(max_epochs=3, default_root_dir=checkpoints).fit(TinyClassifier(), train, val, ckpt_path="last")
-    from ember.core.signals import SignalExit
+    from ember.core.loop.signals import SignalExit
 
     with pytest.raises(SignalExit):
         trainer(max_epochs=4, default_root_dir=checkpoints).fit(StopsOnASignal(), train, val)

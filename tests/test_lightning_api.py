@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader
 
 import ember
 import ember.lightning as L
-from ember.core.plugin_manager import PluginManager
+from ember.core.hooks.plugin_manager import PluginManager
 from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_loaders
 
 sys.path.insert(0, str(Path(__file__).parent / "lightning"))

@@ -15,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import ember
-from ember.core.config import LIGHTNING_ELSEWHERE
+from ember.core.hooks.config import LIGHTNING_ELSEWHERE
 from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_dataset
 
 SURFACE = json.loads((Path(__file__).parent / "lightning" / "surface.json").read_text())
@@ -42,8 +42,8 @@ def test_every_lightning_argument_takes_its_lightning_default_or_names_the_ember
 
 
 def test_every_lightning_argument_is_accepted_or_explained() -> None:
-    from ember.core.config import FIELDS
-    from ember.core.options import declarations
+    from ember.core.hooks.config import FIELDS
+    from ember.core.hooks.options import declarations
 
     ours = set(FIELDS) | {o.name for o in declarations().of_plugins()}
     unexplained = [n for n in ARGUMENTS if n not in ours and n not in LIGHTNING_ELSEWHERE]

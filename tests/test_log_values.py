@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import ember
-from ember.core.results import to_floats
+from ember.core.loop.results import to_floats
 from ember.testing import TinyClassifier, tiny_loaders
 
 QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False,

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import ember
-from ember.core import discovery
+from ember.core.hooks import discovery
 from ember.testing import TinyClassifier, tiny_loaders
 
 QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "num_sanity_val_steps": 0}

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 import ember
-from ember.core.discovery import canonical, discover
-from ember.core.options import declarations, declared_options, markdown_row
+from ember.core.hooks.discovery import canonical, discover
+from ember.core.hooks.options import declarations, declared_options, markdown_row
 
 ROOT = Path(__file__).resolve().parents[1]
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False, "accelerator": "cpu"}
 
 PLUGIN = '''
 import ember
-from ember.core.options import invalid
+from ember.core.hooks.options import invalid
 
 
 def _decay(value):
@@ -129,7 +129,7 @@ def test_the_docs_argument_rows_come_from_the_declarations() -> None:
     page = (ROOT / "docs" / "trainer.md").read_text()
     for option in _ember_own(declarations().of_plugins()):
         assert markdown_row(option) in page, (
-            f"docs/trainer.md's row for {option.name!r} is stale: run `python -m ember.core.options` and paste it")
+            f"docs/trainer.md's row for {option.name!r} is stale: run `python -m ember.core.hooks.options` and paste it")
 
 
 def test_a_config_built_directly_has_the_declared_defaults() -> None:

@@ -10,7 +10,7 @@ import pluggy
 import pytest
 
 import ember
-from ember.core.plugin_manager import PluginManager
+from ember.core.hooks.plugin_manager import PluginManager
 from ember.testing import TinyClassifier
 
 
@@ -183,7 +183,7 @@ def test_a_plugin_with_slots_registers() -> None:
 
 
 def test_the_classes_read_are_bounded() -> None:
-    from ember.core import class_hooks
+    from ember.core.hooks import class_hooks
 
     pm = PluginManager()
     for i in range(class_hooks._KEPT + 10):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import ember
-from ember.core.checkpoint import FORMAT_VERSION
+from ember.core.checkpointing.checkpoint import FORMAT_VERSION
 from ember.plugins.callbacks import EarlyStopping
 from ember.plugins.callbacks.timer import Timer
 from ember.testing import TinyClassifier, tiny_loaders

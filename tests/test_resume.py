@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, TensorDataset
 
 import ember
-from ember.core.resumable_data import ResumableIndexSampler, TrainData
+from ember.core.loop.resumable_data import ResumableIndexSampler, TrainData
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 

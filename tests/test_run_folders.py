@@ -244,7 +244,7 @@ def test_load_from_checkpoint_lists_missing_and_unexpected_names(tmp_path):
 
 
 def test_tensorboard_is_the_default_logger_when_installed(tmp_path, monkeypatch):
-    from ember.core import options
+    from ember.core.hooks import options
     from ember.plugins import loggers
 
     trainer = ember.Trainer(default_root_dir=str(tmp_path), **QUIET)

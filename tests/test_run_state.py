@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import ember
-from ember.core.state import FitProgress, Progress, TrainerState
+from ember.core.loop.state import FitProgress, Progress, TrainerState
 from ember.testing import TinyClassifier, tiny_dataset
 
 QUIET = {"enable_progress_bar": False, "enable_model_summary": False, "logger": False,

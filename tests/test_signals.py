@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import ember
-from ember.core.signals import SignalExit, exit_code, request_stop
+from ember.core.loop.signals import SignalExit, exit_code, request_stop
 from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.testing import TinyClassifier, tiny_dataset
 
@@ -199,7 +199,7 @@ def test_a_stop_writes_every_last_checkpoint_and_last_reads_the_newest(tmp_path:
 def test_processes_agree_on_stopping_every_few_batches(tmp_path: Path) -> None:
     """With several processes, a stop is decided collectively (reduce_boolean_decision, any process) at every
     SIGNAL_SYNC_EVERY-th safe point, so all processes stop after the same batch."""
-    from ember.core.checkpoint import SIGNAL_SYNC_EVERY
+    from ember.core.checkpointing.checkpoint import SIGNAL_SYNC_EVERY
 
     decisions: list[bool] = []
 

@@ -122,7 +122,7 @@ def test_a_marked_method_with_a_misspelled_hook_name_fails_with_the_hook() -> No
 
 
 def test_a_misspelled_role_gets_the_closest_role() -> None:
-    from ember.core.discovery import discover
+    from ember.core.hooks.discovery import discover
 
     assert discover().check_role("precision") == "precision"
     with pytest.raises(ember.UnknownPluginError) as info:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import ember
-from ember.core.discovery import discover
+from ember.core.hooks.discovery import discover
 from ember.testing import HookRecorder, TinyClassifier, check_plugin, checkpoint_roundtrip, run_plugin
 
 

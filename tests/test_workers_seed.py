@@ -14,7 +14,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import ember
-from ember.core.seed import WorkerSeeder, seed_workers
+from ember.core.loop.seed import WorkerSeeder, seed_workers
 from ember.testing import TinyClassifier, tiny_dataset
 
 QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False,

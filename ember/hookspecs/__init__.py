@@ -19,9 +19,10 @@ This package imports nothing of ember and no torch at import time, so it is chea
 from __future__ import annotations
 
 from ember.hookspecs.markers import PROJECT, hookimpl, hookspec
+from ember.hookspecs.options import OptionRegistry
 from ember.hookspecs.trainer import TrainerLike
 
-__all__ = ["PROJECT", "TrainerLike", "hookimpl", "hookspec", "spec_modules"]
+__all__ = ["PROJECT", "OptionRegistry", "TrainerLike", "hookimpl", "hookspec", "spec_modules"]
 
 
 def spec_modules() -> list:

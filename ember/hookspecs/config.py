@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from ember.hookspecs.markers import hookspec
 
 if TYPE_CHECKING:
-    from ember.core.options import OptionRegistry
+    from ember.hookspecs.options import OptionRegistry
     from ember.hookspecs.trainer import TrainerLike
 
 
@@ -36,7 +36,7 @@ def add_options(options: OptionRegistry) -> None:
     the one ``Trainer(<role>=True)`` selects. The Trainer then accepts the argument, checks it with
     ``validate`` (raise ``ember.ConfigurationError`` naming the argument, the value and what is allowed) and
     exposes it as ``trainer.config.<name>``; ``switches`` makes a value other than False/None switch this
-    plugin on. ``ember.core.options.declared_options()`` lists every declared argument.
+    plugin on. ``ember.core.hooks.options.declared_options()`` lists every declared argument.
 
     :ranks: every process, once per set of installed plugins, outside any run
     :wrap: no: called once per plugin class, each with a registry of its own

@@ -246,7 +246,7 @@ def render_protocols(file: str = "protocols.py") -> str:
     lines += ["    from contextlib import AbstractContextManager"] if used("AbstractContextManager") else []
     lines += ["    from typing import Any, Protocol", ""]
     lines += ["    import torch", ""] if used("torch.") else []
-    lines += ["    from ember.core.options import OptionRegistry"] if used("OptionRegistry") else []
+    lines += ["    from ember.hookspecs.options import OptionRegistry"] if used("OptionRegistry") else []
     lines += ["    from ember.hookspecs.trainer import TrainerLike"]
     lines += body
     if "event" in kinds:

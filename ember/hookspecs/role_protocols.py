@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
     import torch
 
-    from ember.core.options import OptionRegistry
+    from ember.hookspecs.options import OptionRegistry
     from ember.hookspecs.trainer import TrainerLike
 
     class RootDevice(Protocol):

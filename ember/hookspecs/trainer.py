@@ -1,7 +1,7 @@
 """``TrainerLike``: the trainer as a plugin sees it, the type of every hook's ``trainer`` argument.
 
 A structural type (``typing.Protocol``): ``ember.Trainer`` satisfies it (mypy checks that in
-``ember/core/trainer.py``, a test at run time), and so may a test double. It lists what a plugin may read
+``ember/core/api/trainer.py``, a test at run time), and so may a test double. It lists what a plugin may read
 and call; anything else on the Trainer is internal and may change. Imports nothing at run time but typing.
 """
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.core.callback import Callback
-from ember.core.datamodule import DataModule as LightningDataModule
-from ember.core.module import Module as LightningModule
-from ember.core.seed import seed_everything
-from ember.core.trainer import Trainer
+from ember.core.api.callback import Callback
+from ember.core.api.datamodule import DataModule as LightningDataModule
+from ember.core.api.module import Module as LightningModule
+from ember.core.api.trainer import Trainer
+from ember.core.loop.seed import seed_everything
 
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "callbacks", "loggers", "pytorch",
            "seed_everything"]

@@ -7,7 +7,7 @@ what to use instead.
 
 from __future__ import annotations
 
-from ember.core.callback import Callback
+from ember.core.api.callback import Callback
 from ember.lightning._names import lazy_names
 
 #: Lightning's name -> (ember module, ember class).

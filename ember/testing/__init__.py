@@ -19,8 +19,8 @@ import attrs
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ember.core.module import Module
-from ember.core.plugin_manager import EVENT_HOOKS
+from ember.core.api.module import Module
+from ember.core.hooks.plugin_manager import EVENT_HOOKS
 from ember.hookspecs import hookimpl
 
 __all__ = [
@@ -244,7 +244,7 @@ def run_plugin(*plugins: Any, stage: str = "fit", model: Any = None, data: Any =
     records only the hooks somebody implements (the recorder otherwise adds a no-op implementation of every
     event hook, so that ``assert_order`` sees them all).
     """
-    from ember.core.trainer import Trainer
+    from ember.core.api.trainer import Trainer
 
     if stage not in ("fit", "validate", "test", "predict"):
         raise ValueError(f"run_plugin(stage={stage!r}): expected 'fit', 'validate', 'test' or 'predict'")
@@ -288,7 +288,7 @@ def check_plugin(plugin: Any, identity: str = "plugin.under-test") -> list[str]:
     Raises :class:`ember.PluginError` with ember's message when an implementation names an unknown hook or an
     argument its spec lacks.
     """
-    from ember.core.plugin_manager import PluginManager
+    from ember.core.hooks.plugin_manager import PluginManager
 
     pm = PluginManager()
     pm.register(plugin, name=identity)
@@ -304,7 +304,7 @@ def checkpoint_roundtrip(plugin: Any, restored: Any, trainer: Any = None, module
     The hooks are called through a plugin manager, so their signatures are checked against the specs.
     Returns the loaded checkpoint dict; fails if the state does not survive ``weights_only`` loading.
     """
-    from ember.core.plugin_manager import PluginManager
+    from ember.core.hooks.plugin_manager import PluginManager
 
     def key_of(obj: Any) -> str:
         key = getattr(obj, "state_key", None)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 import ember
-from ember.core.seed import preserved_rng
+from ember.core.loop.seed import preserved_rng
 
 #: Trainer arguments a trial keeps from the user's trainer: where and how the math runs.
 KEPT = ("accelerator", "devices", "precision", "strategy", "accumulate_grad_batches", "gradient_clip_val",

@@ -46,7 +46,7 @@ event)::
 ``validate``/``test``/``predict`` run ``setup(stage)``, the evaluation run for that stage, and
 ``teardown(stage)``. On an exception anywhere in a run, ``on_exception`` runs and the exception propagates
 (``KeyboardInterrupt`` too: Ctrl-C during a fit first stops at the next safe point, see
-``ember.core.signals``). After an exception ``teardown`` runs only for implementations marked
+``ember.core.loop.signals``). After an exception ``teardown`` runs only for implementations marked
 ``@ember.hookimpl`` (plugins releasing what they hold); the module's and Lightning-style callbacks' ``teardown``
 do not run, as in Lightning.
 """

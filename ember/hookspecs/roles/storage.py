@@ -83,9 +83,9 @@ def requeue(trainer: TrainerLike, signum: int, checkpoint_path: str | None, requ
     """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).
 
     Called once, on every rank, after a fit wrote its checkpoint at the safe point following a signal and
-    before it raises (``KeyboardInterrupt`` after Ctrl-C, ``ember.core.signals.SignalExit`` otherwise).
+    before it raises (``KeyboardInterrupt`` after Ctrl-C, ``ember.core.loop.signals.SignalExit`` otherwise).
     Answered by a cluster-environment plugin; nothing happens when none answers. ``requested`` is True when whoever asked for the stop (through
-    ``ember.core.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
+    ``ember.core.loop.signals.request_stop(..., requeue=True)``) wants a requeue; an environment may also decide
     from ``signum`` alone.
 
     :ranks: every rank

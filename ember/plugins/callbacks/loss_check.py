@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ember.core.options import boolean
+from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
 
 

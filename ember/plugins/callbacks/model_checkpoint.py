@@ -33,9 +33,9 @@ from typing import Any
 
 import torch
 
-from ember.core.checkpoint import default_checkpoint_dir
+from ember.core.checkpointing.checkpoint import default_checkpoint_dir
 from ember.core.errors import ConfigurationError
-from ember.core.options import boolean
+from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
 
 log = logging.getLogger("ember")

@@ -11,7 +11,7 @@ from typing import Any
 import attrs
 import torch
 
-from ember.core.options import boolean
+from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
 
 

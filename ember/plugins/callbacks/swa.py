@@ -11,7 +11,7 @@ import torch
 from torch.optim.swa_utils import SWALR, get_swa_multi_avg_fn, update_bn
 
 from ember.core.errors import ConfigurationError
-from ember.core.seed import preserved_rng
+from ember.core.loop.seed import preserved_rng
 from ember.hookspecs import hookimpl
 from ember.plugins.callbacks.weight_averaging import WeightAveraging
 

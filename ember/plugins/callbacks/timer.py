@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any
 
-from ember.core.config import parse_duration
 from ember.core.errors import ConfigurationError
+from ember.core.hooks.config import parse_duration
 from ember.hookspecs import hookimpl
 
 log = logging.getLogger("ember")

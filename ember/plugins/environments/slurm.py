@@ -104,7 +104,7 @@ class SLURMEnvironment:
         if stage != "fit" or not self.auto_requeue or threading.current_thread() is not threading.main_thread():
             return
         try:
-            from ember.core.signals import request_stop
+            from ember.core.loop.signals import request_stop
         except ImportError:  # an ember without checkpointed stops: leave the signal alone
             return
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ember.core.options import boolean
+from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
 from ember.plugins.progress import ProgressBar, _fmt
 

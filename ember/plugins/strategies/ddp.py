@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from ember.core.defaults import call_step
 from ember.core.errors import ConfigurationError
+from ember.core.hooks.defaults import call_step
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.launchers import launched
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, hold, requested_processes
@@ -99,7 +99,7 @@ class DDPStrategy(ProcessGroupStrategy):
         return (yield)
 
     #: Its save_checkpoint only answers for the ranks that write nothing: checkpoints may be written in the
-    #: background (see ember.core.async_writer).
+    #: background (see ember.core.checkpointing.async_writer).
     async_save = True
 
     @hookimpl(tryfirst=True)

@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from ember.core.defaults import STEP_METHODS
 from ember.core.errors import ConfigurationError
-from ember.core.plugin_manager import EmberWarning
+from ember.core.hooks.defaults import STEP_METHODS
+from ember.core.hooks.plugin_manager import EmberWarning
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, hold

@@ -21,9 +21,9 @@ from torch.utils.data import (
     SequentialSampler,
 )
 
-from ember.core.data import loader_arguments
 from ember.core.errors import ConfigurationError
-from ember.core.plugin_manager import EmberWarning
+from ember.core.hooks.plugin_manager import EmberWarning
+from ember.core.loop.data import loader_arguments
 
 
 class _Length:

@@ -110,7 +110,7 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
                 stage: bool = False) -> dict:
     """``checkpoint`` with the entries DCP writes taken from ``module`` and ``optimizers``: this process's shards
     of the module and optimizer states keyed by name (and of the gradients, for a checkpoint that carries
-    them). ``stage``: every tensor copied to host memory (:func:`ember.core.async_writer.snapshot`), so that the
+    them). ``stage``: every tensor copied to host memory (:func:`ember.core.checkpointing.async_writer.snapshot`), so that the
     result belongs to this moment and is written while training goes on. Taken already: returned as it is."""
     if checkpoint.get(_TAKEN):
         return checkpoint
@@ -124,7 +124,7 @@ def take_shards(checkpoint: dict, module: torch.nn.Module, optimizers: Sequence[
         rest[_PARAM_NAMES] = [name for name, _ in module.named_parameters()]  # to turn them back into a list
     taken = {**rest, **sharded, _TAKEN: True}
     if stage:
-        from ember.core.async_writer import SnapshotBuffers, snapshot
+        from ember.core.checkpointing.async_writer import SnapshotBuffers, snapshot
 
         return snapshot(taken, SnapshotBuffers())  # a DTensor's copy is its local shard's, placement kept
     return taken

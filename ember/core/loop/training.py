@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core import module_overrides
-from ember.core.data import length, with_last
 from ember.core.errors import ConfigurationError
-from ember.core.state import EPOCH_HOOK, STEP, FitProgress
+from ember.core.loop import module_overrides
+from ember.core.loop.data import length, with_last
+from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
 
 if TYPE_CHECKING:
-    from ember.core.loops import Loops
+    from ember.core.loop.parts import LoopsLike
 
 
 class ManualOptimizer:
@@ -65,13 +65,13 @@ class ManualOptimizer:
 class TrainingLoop:
     """The training epochs of a fit."""
 
-    def __init__(self, loop: Loops) -> None:
+    def __init__(self, loop: LoopsLike) -> None:
         self.loop = loop
         self.t = loop.t
         self.progress = loop.progress
         self.train_loader: Any = None
         self.val_loaders: list[Any] = []
-        #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.module_overrides), per fit.
+        #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.loop.module_overrides), per fit.
         self.overrides = module_overrides.NONE
         #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
@@ -129,7 +129,7 @@ class TrainingLoop:
         automatic = getattr(module, "automatic_optimization", True)
         step_fn = self.automatic_batch if automatic else self.manual_batch
         if automatic and self.overrides.optimizer_step is not None:
-            step_fn = functools.partial(module_overrides.batch_with_optimizer_step, self)
+            step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
         scheds_stepped = False
         for batch_idx, batch in batches:
@@ -391,3 +391,30 @@ def _outputs(out: Any) -> Any:
     if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
         return {**out, "loss": out["loss"].detach()}
     return out
+
+
+def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
+    """One automatic-optimization batch of a module that overrides ``optimizer_step``."""
+    t = training.t
+    k = t.config.accumulate_grad_batches
+    if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):
+        return training.automatic_batch(batch, batch_idx, is_last)  # no step on this batch: nothing to override
+    h, module, opt = t.hook, t.module, t.optimizers[0]
+    outputs: list[Any] = []
+
+    def optimizer_closure() -> torch.Tensor | None:
+        with torch.enable_grad():
+            out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
+                         dataloader_idx=0, stage="train")
+            loss = module_overrides.loss_of(out)
+            training.zero_grad_and_backward(loss, opt, batch_idx)
+        outputs.append(out)
+        return loss.detach() if loss is not None else None
+
+    module.optimizer_step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
+    if not outputs:
+        raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
+                                 "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "
+                                 "optimizer_closure()) in it.")
+    training.progress.global_step += 1
+    return outputs[-1]

@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from ember.core.errors import suggest
-from ember.core.positional import is_base_hook
+from ember.core.hooks.positional import is_base_hook
 from ember.hookspecs import PROJECT
 from ember.hookspecs import events as _events
 

@@ -1,6 +1,6 @@
 """What the Trainer shows plugins and the module: Lightning's read-only properties.
 
-The run state lives in records the loop owns (:mod:`ember.core.state`); the properties here read it, most
+The run state lives in records the loop owns (:mod:`ember.core.loop.state`); the properties here read it, most
 through C-level getters, so that a plugin reading ``trainer.global_step`` at every step costs no Python call.
 """
 
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.checkpoint import is_checkpoint_callback
+from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
-from ember.core.results import to_floats
+from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
-    from ember.core.config import TrainerConfig
-    from ember.core.loops import Loops
-    from ember.core.state import TrainerState
+    from ember.core.hooks.config import TrainerConfig
+    from ember.core.loop.loops import Loops
+    from ember.core.loop.state import TrainerState
 
 
 def _read(path: str, doc: str, writable: bool = False) -> Any:

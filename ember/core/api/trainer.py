@@ -1,4 +1,4 @@
-"""``ember.Trainer``: selects the run's plugins, then drives the loops in :mod:`ember.core.loops`."""
+"""``ember.Trainer``: selects the run's plugins, then drives the loops in :mod:`ember.core.loop.loops`."""
 
 from __future__ import annotations
 
@@ -12,18 +12,20 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core import discovery, logging_api, module_overrides, options, seed, tracing
-from ember.core.checkpoint import Checkpointing
-from ember.core.config import TrainerConfig, make_config
-from ember.core.defaults import Defaults
+from ember.core.api import logging_api
+from ember.core.api.trainer_properties import TrainerProperties
+from ember.core.checkpointing.checkpoint import Checkpointing
 from ember.core.errors import ConfigurationError, PluginError
-from ember.core.loops import Loops
-from ember.core.optim import SchedulerConfig
-from ember.core.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
-from ember.core.run_inputs import check_run_inputs, default_ckpt_path, looks_like_datamodule
-from ember.core.signals import SignalExit
-from ember.core.state import TrainerState
-from ember.core.trainer_properties import TrainerProperties
+from ember.core.hooks import discovery, options, tracing
+from ember.core.hooks.config import TrainerConfig, make_config
+from ember.core.hooks.defaults import Defaults
+from ember.core.hooks.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
+from ember.core.loop import module_overrides, seed
+from ember.core.loop.loops import Loops
+from ember.core.loop.optim import SchedulerConfig
+from ember.core.loop.run_inputs import check_run_inputs, default_ckpt_path, looks_like_datamodule
+from ember.core.loop.signals import SignalExit
+from ember.core.loop.state import TrainerState
 
 log = logging.getLogger("ember")
 
@@ -59,10 +61,10 @@ def _identity_of(plugin: Any, default_role: str) -> str:
 class Trainer(TrainerProperties):
     """Runs ``fit``, ``validate``, ``test`` and ``predict``; every step of the way is a hook.
 
-    Arguments are Lightning's (see :class:`ember.core.config.TrainerConfig` for the full list), plus
+    Arguments are Lightning's (see :class:`ember.core.hooks.config.TrainerConfig` for the full list), plus
     ``block_plugins`` (identities never registered), ``autoload_plugins`` (False: no always-on plugins),
     ``strict_plugins`` (True: an always-on plugin that cannot be loaded is an error, not a warning) and
-    ``trace`` (write every hook call as a JSON line, see :mod:`ember.core.tracing`).
+    ``trace`` (write every hook call as a JSON line, see :mod:`ember.core.hooks.tracing`).
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -168,7 +170,7 @@ class Trainer(TrainerProperties):
 
     def _add_flag_plugins(self) -> None:
         """The plugins that one of their declared Trainer arguments switches on (progress bar, model summary,
-        timer, ...: ``switches`` in :mod:`ember.core.options`), unless the user passed a plugin that takes
+        timer, ...: ``switches`` in :mod:`ember.core.hooks.options`), unless the user passed a plugin that takes
         their place."""
         for name, identity, replaced_by in options.declarations().switches:
             value = getattr(self.config, name)
@@ -479,7 +481,7 @@ class Trainer(TrainerProperties):
 
 
 def _module_base() -> type:
-    from ember.core.module import Module
+    from ember.core.api.module import Module
 
     return Module
 

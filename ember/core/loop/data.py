@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core import seed
 from ember.core.errors import ConfigurationError
+from ember.core.loop import seed
 
 if TYPE_CHECKING:
-    from ember.core.config import TrainerConfig
-    from ember.core.trainer import Trainer
+    from ember.core.hooks.config import TrainerConfig
+    from ember.hookspecs import TrainerLike
 
 #: The method of the DataModule (or the module) that gives a stage's data.
 LOADER_METHODS = {"train": "train_dataloader", "validate": "val_dataloader", "test": "test_dataloader",
@@ -22,7 +22,7 @@ _LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "
               "predict": "limit_predict_batches"}
 
 
-def stage_loaders(trainer: Trainer, stage: str, given: Any) -> list[Any]:
+def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     """The loaders of ``stage``: those given, else the DataModule's or the module's, each passed through the
     ``process_dataloader`` hook (a distributed strategy adds its sampler there)."""
     if given is None:

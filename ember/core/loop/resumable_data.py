@@ -41,7 +41,7 @@ from torch.utils.data import (
     WeightedRandomSampler,
 )
 
-from ember.core import rng
+from ember.core.loop import rng
 
 log = logging.getLogger("ember")
 

@@ -9,7 +9,7 @@ those arguments with the plugin's validation, switches the plugins on from them,
 them.
 
 Declarations are read once per process, from the classes of every installed plugin (their entry points are
-imported, not instantiated) and from core's own arguments (:class:`ember.core.config.TrainerConfig`).
+imported, not instantiated) and from core's own arguments (:class:`ember.core.hooks.config.TrainerConfig`).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ _cache: dict[tuple[tuple[str, str], ...], Declarations] = {}
 
 def declarations() -> Declarations:
     """Read the declarations of the installed plugins (once per set of installed plugins)."""
-    from ember.core import discovery
+    from ember.core.hooks import discovery
 
     found = discovery.discover()
     infos = {identity: entries for group in (found.plugins, found.autoload) for identity, entries in group.items()}
@@ -113,9 +113,9 @@ def declarations() -> Declarations:
 
 
 def _read_declarations(infos: Mapping[str, tuple[Any, ...]]) -> Declarations:
-    from ember.core import discovery
-    from ember.core.config import core_options
-    from ember.core.dispatch import HookTable
+    from ember.core.hooks import discovery
+    from ember.core.hooks.config import core_options
+    from ember.core.hooks.dispatch import HookTable
     from ember.hookspecs import PROJECT
     from ember.hookspecs import config as config_specs
 

@@ -1,7 +1,7 @@
 """``self.log``: where a logged value goes, and when it reaches ``callback_metrics`` and the loggers.
 
 :class:`MetricLog` belongs to the loop. It records each value in the current stage's
-:class:`~ember.core.results.Results` (chosen by the loop's :class:`~ember.core.state.LogContext`), publishes
+:class:`~ember.core.loop.results.Results` (chosen by the loop's :class:`~ember.core.loop.state.LogContext`), publishes
 step values at once and epoch values when the loop ends an epoch, and hands both to the ``log_metrics`` hook
 at the points the loop chooses.
 """
@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
-from ember.core.state import LogContext, Progress
+from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
+from ember.core.loop.state import LogContext, Progress
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.hookspecs import TrainerLike
 
 
 class MetricLog:
     """The metrics of one trainer: ``callback_metrics``, ``logged_metrics`` and the progress bar's."""
 
-    def __init__(self, trainer: Trainer, context: LogContext, progress: Progress) -> None:
+    def __init__(self, trainer: TrainerLike, context: LogContext, progress: Progress) -> None:
         self.trainer = trainer
         self.context = context
         self.progress = progress

@@ -28,7 +28,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.core.loop.parts import RunningTrainer
 
 log = logging.getLogger("ember")
 
@@ -78,7 +78,7 @@ def exit_status(exc: BaseException, program: str = "ember") -> int:
         if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
 
 
-def request_stop(trainer: Trainer, signum: int = signal.SIGTERM, requeue: bool = False) -> None:
+def request_stop(trainer: RunningTrainer, signum: int = signal.SIGTERM, requeue: bool = False) -> None:
     """Ask the running fit to write a checkpoint at its next safe point and stop with ``SignalExit``.
 
     :param trainer: the running trainer.
@@ -91,7 +91,7 @@ def request_stop(trainer: Trainer, signum: int = signal.SIGTERM, requeue: bool =
 class SignalHandlers:
     """Installs the fit's handlers and puts the previous ones back (main thread only)."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: RunningTrainer) -> None:
         self.trainer = trainer
         self.previous: dict[int, Any] = {}
 

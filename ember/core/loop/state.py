@@ -21,7 +21,7 @@ import attrs
 from ember.core.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from ember.core.results import Results
+    from ember.core.loop.results import Results
 
 _FNS = (None, "fit", "validate", "test", "predict")
 _STAGES = (None, "train", "sanity_check", "validate", "test", "predict")

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.data import length
-from ember.core.results import Results
-from ember.core.state import EPOCH_HOOK, EVAL_STEP
+from ember.core.loop.data import length
+from ember.core.loop.results import Results
+from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP
 
 if TYPE_CHECKING:
-    from ember.core.loops import Loops
+    from ember.core.loop.parts import LoopsLike
 
 _HOOK_STAGE = {"validate": "validation", "test": "test", "predict": "predict"}
 _EVENTS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end", "model_eval")  # on_<stage>_...
@@ -33,7 +33,7 @@ _EVENT_HOOKS = {stage: {k: f"on_{name}_{k}" for k in _EVENTS} for stage, name in
 class EvaluationLoop:
     """Runs one evaluation epoch of a stage over its loaders."""
 
-    def __init__(self, loop: Loops) -> None:
+    def __init__(self, loop: LoopsLike) -> None:
         self.loop = loop
 
     def run(self, stage: str, loaders: list[Any], nums: list[float],

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ember.core.module import HyperparametersMixin
-from ember.core.positional import STYLE_ATTR, add_base_hooks, base_hook
+from ember.core.api.module import HyperparametersMixin
+from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 
 class DataModule(HyperparametersMixin):

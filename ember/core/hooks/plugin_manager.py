@@ -13,7 +13,8 @@ from typing import Any
 
 import pluggy
 
-from ember.core.class_hooks import (
+from ember.core.errors import EmberWarning, PluginError, suggest
+from ember.core.hooks.class_hooks import (
     EVENT_HOOKS,
     FULL,
     IMPL_MARK,
@@ -27,10 +28,9 @@ from ember.core.class_hooks import (
     may_be_marked,
     misspelled_hooks,
 )
-from ember.core.discovery import switch_off_hint
-from ember.core.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
-from ember.core.errors import EmberWarning, PluginError, suggest
-from ember.core.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
+from ember.core.hooks.discovery import switch_off_hint
+from ember.core.hooks.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
+from ember.core.hooks.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
 from ember.hookspecs import PROJECT, spec_modules
 
 log = logging.getLogger("ember")
@@ -66,7 +66,7 @@ class PluginManager(pluggy.PluginManager):
         self.origins: dict[str, str] = {}
         self._monitors: list[Monitor] = []
         #: (hook name, the instance attribute it replaced) for each method of the plugin being registered that stands
-        #: in its ``__dict__`` while pluggy's register() reads it: a spec-named copy (see ember.core.positional), or
+        #: in its ``__dict__`` while pluggy's register() reads it: a spec-named copy (see ember.core.hooks.positional), or
         #: the bound method itself, which pluggy then takes without looking it up again (see _place).
         self._placed: list[tuple[str, Any]] | None = None
         self._style: str | None = None
@@ -143,7 +143,7 @@ class PluginManager(pluggy.PluginManager):
 
     def _take_by_position(self, plugin: Any, name: str, opts: dict) -> dict:
         """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the
-        plugin's ``__dict__``, where pluggy's register() reads it next (see ember.core.positional)."""
+        plugin's ``__dict__``, where pluggy's register() reads it next (see ember.core.hooks.positional)."""
         caller = getattr(self.hook, name, None)
         spec = getattr(caller, "spec", None)
         if spec is None:

@@ -4,8 +4,8 @@
 class defines its own is found by :func:`overrides_of`, once per fit, and then:
 
 * ``optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` replaces the optimizer step of the batch
-  that ends an accumulation window (:func:`batch_with_optimizer_step`); the closure runs ``training_step``,
-  ``zero_grad`` (first batch of a window) and ``backward``, and ``optimizer.step(closure=...)`` runs it, then
+  that ends an accumulation window (:func:`ember.core.loop.training.batch_with_optimizer_step`); the closure runs
+  ``training_step``, ``zero_grad`` (first batch of a window) and ``backward``, and ``optimizer.step(closure=...)`` runs it, then
   unscaling, ``on_before_optimizer_step``, clipping and the step. ``global_step`` counts the call, as in
   Lightning, whether or not the override stepped;
 * ``optimizer_zero_grad(epoch, batch_idx, optimizer)``, ``transfer_batch_to_device(batch, device,
@@ -26,17 +26,14 @@ from __future__ import annotations
 import inspect
 import types
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from ember.core.errors import ConfigurationError
-from ember.core.plugin_manager import EmberWarning
-from ember.core.positional import STYLE_ATTR, is_base_hook
+from ember.core.hooks.plugin_manager import EmberWarning
+from ember.core.hooks.positional import STYLE_ATTR, is_base_hook
 from ember.hookspecs import hookimpl
-
-if TYPE_CHECKING:
-    from ember.core.training import TrainingLoop
 
 #: The overridable methods the loop calls itself.
 LOOP_METHODS = ("optimizer_step", "optimizer_zero_grad", "lr_scheduler_step", "configure_gradient_clipping",
@@ -194,30 +191,3 @@ def loss_of(out: Any) -> torch.Tensor | None:
         return out["loss"]
     raise ConfigurationError(f"training_step returned {type(out).__name__}; return the loss tensor, a dict with a "
                              "'loss' key, or None to skip the batch.")
-
-
-def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
-    """One automatic-optimization batch of a module that overrides ``optimizer_step``."""
-    t = training.t
-    k = t.config.accumulate_grad_batches
-    if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):
-        return training.automatic_batch(batch, batch_idx, is_last)  # no step on this batch: nothing to override
-    h, module, opt = t.hook, t.module, t.optimizers[0]
-    outputs: list[Any] = []
-
-    def optimizer_closure() -> torch.Tensor | None:
-        with torch.enable_grad():
-            out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
-                         dataloader_idx=0, stage="train")
-            loss = loss_of(out)
-            training.zero_grad_and_backward(loss, opt, batch_idx)
-        outputs.append(out)
-        return loss.detach() if loss is not None else None
-
-    module.optimizer_step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
-    if not outputs:
-        raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
-                                 "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "
-                                 "optimizer_closure()) in it.")
-    training.progress.global_step += 1
-    return outputs[-1]

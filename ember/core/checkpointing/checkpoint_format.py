@@ -3,7 +3,7 @@
 A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them, so ``torch.load(weights_only=True)``
 reads it without running code; :func:`make_plain` checks that before anything is written.
 :func:`check_format` accepts what this ember can read (upgrading older formats), and :func:`load_module` is
-``Module.load_from_checkpoint``. What goes into a checkpoint, and when, is :mod:`ember.core.checkpoint`'s.
+``Module.load_from_checkpoint``. What goes into a checkpoint, and when, is :mod:`ember.core.checkpointing.checkpoint`'s.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from ember.core.errors import CheckpointError
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.hookspecs import TrainerLike
 
 log = logging.getLogger("ember")
 
@@ -126,7 +126,7 @@ def plain_hparams(module: Any, warned: set[str] | None = None) -> dict[str, Any]
         elif warned is None or key not in warned:
             if warned is not None:
                 warned.add(key)
-            from ember.core.plugin_manager import EmberWarning
+            from ember.core.hooks.plugin_manager import EmberWarning
 
             warnings.warn(f"hyperparameter {key!r} ({type(value).__name__}) is not plain data and is left out of "
                           "checkpoints; pass it again to load_from_checkpoint(..., "
@@ -164,7 +164,7 @@ def check_format(checkpoint: Any, path: str, allow_lightning: bool = False) -> d
     if isinstance(version, bool) or not isinstance(version, int):
         raise CheckpointError(f"{path} has an invalid format_version {version!r}: the file is damaged.")
     if version > FORMAT_VERSION:
-        from ember import __version__
+        from ember.version import __version__
 
         written = checkpoint.get("ember_version", "a newer ember")
         raise CheckpointError(f"{path} was written in checkpoint format {version} (by ember {written}); this ember "
@@ -188,8 +188,8 @@ def _upgrade_from_1(checkpoint: dict[str, Any]) -> None:
 
 def storage_manager(checkpoint_io: Any = "torch") -> Any:
     """A plugin manager holding only a checkpoint-storage plugin, for loading outside a run."""
-    from ember.core import discovery
-    from ember.core.plugin_manager import PluginManager
+    from ember.core.hooks import discovery
+    from ember.core.hooks.plugin_manager import PluginManager
 
     pm = PluginManager()
     if isinstance(checkpoint_io, str):
@@ -200,10 +200,10 @@ def storage_manager(checkpoint_io: Any = "torch") -> Any:
     return pm
 
 
-def read(pm: Any, trainer: Trainer | None, path: str, weights_only: bool) -> Any:
+def read(pm: Any, trainer: TrainerLike | None, path: str, weights_only: bool) -> Any:
     """Read ``path`` through the storage role of ``pm``."""
-    from ember.core.async_writer import flush_all
-    from ember.core.dispatch import HookTable
+    from ember.core.checkpointing.async_writer import flush_all
+    from ember.core.hooks.dispatch import HookTable
 
     flush_all()  # a file still being written in the background is read complete
     checkpoint = HookTable(pm).call("load_checkpoint", trainer=trainer, path=path, weights_only=weights_only)
@@ -228,7 +228,7 @@ def note_weights(module: Any, origin: str) -> None:
 
 
 def weights_known(module: Any) -> bool:
-    """True when ``module`` was fit by a Trainer or loaded from a checkpoint in this process."""
+    """True when ``module`` was fit by a TrainerLike or loaded from a checkpoint in this process."""
     try:
         return module in _weights_of
     except TypeError:

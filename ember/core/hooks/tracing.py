@@ -7,7 +7,7 @@ object with a ``write`` method receives the lines. ``False``/``"0"`` or unset: o
 so tracing off costs nothing per step.
 
 It rides on pluggy's ``add_hookcall_monitoring``: while a traced run is on, the hook table calls the tracer
-around every hook call (see :mod:`ember.core.dispatch`), and each implementation is swapped for a timed copy
+around every hook call (see :mod:`ember.core.hooks.dispatch`), and each implementation is swapped for a timed copy
 for the duration of the call. A record looks like::
 
     {"seq": 41, "depth": 0, "hook": "on_after_backward", "epoch": 0, "step": 3, "us": 9.1,

@@ -8,8 +8,8 @@ object with ``@ember.hookimpl`` methods needs no base class and receives its arg
 
 from __future__ import annotations
 
-from ember.core.plugin_manager import EVENT_HOOKS
-from ember.core.positional import STYLE_ATTR, add_base_hooks
+from ember.core.hooks.plugin_manager import EVENT_HOOKS
+from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks
 
 
 class Callback:

@@ -116,7 +116,7 @@ def _plugin_objects(instance: Any, attribute: attrs.Attribute, value: tuple) -> 
 
 def _check_implements_a_hook(argument: str, item: Any) -> None:
     """An object passed as a callback or plugin that implements no hook would never be called: an error."""
-    from ember.core.plugin_manager import implemented_hooks, misspelled_hooks
+    from ember.core.hooks.plugin_manager import implemented_hooks, misspelled_hooks
 
     if isinstance(getattr(item, "role", None), str) or implemented_hooks(item):
         return  # a role plugin is selected for its role; core's defaults answer the hooks it leaves out
@@ -284,9 +284,9 @@ class TrainerConfig:
     #: An always-on plugin that cannot be loaded is an error (True) or a warning (False); None: the
     #: EMBER_STRICT_PLUGINS environment variable decides (default: warning).
     strict_plugins: bool | None = attrs.field(default=None, validator=_optional_bool)
-    #: Hook tracing (see ember.core.tracing); None: the EMBER_TRACE environment variable decides (default: off).
+    #: Hook tracing (see ember.core.hooks.tracing); None: the EMBER_TRACE environment variable decides (default: off).
     trace: Any = attrs.field(default=None, validator=_trace)
-    #: The arguments plugins declare (see :mod:`ember.core.options`), checked by their declarations: every one
+    #: The arguments plugins declare (see :mod:`ember.core.hooks.options`), checked by their declarations: every one
     #: is here, given or default, and reads as an attribute (``config.max_time``).
     plugin_options: Mapping[str, Any] = attrs.field(factory=lambda: _declared_defaults(),
                                                      converter=lambda v: MappingProxyType(dict(v)))
@@ -313,14 +313,14 @@ class TrainerConfig:
         return int(self.fast_dev_run) if self.fast_dev_run else 0
 
 
-#: Core's own Trainer arguments (plugins declare theirs: :mod:`ember.core.options`).
+#: Core's own Trainer arguments (plugins declare theirs: :mod:`ember.core.hooks.options`).
 FIELDS = tuple(f.name for f in attrs.fields(TrainerConfig) if f.name != "plugin_options")
 
 
 def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     """Build the config, turning an unknown keyword into an error with the closest valid one. Core's arguments
     are checked by :class:`TrainerConfig`, the plugins' by their declarations."""
-    from ember.core import options
+    from ember.core.hooks import options
 
     declared = {o.name: o for o in options.declarations().of_plugins()}
     names = FIELDS + tuple(declared)
@@ -382,14 +382,14 @@ def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
 
 def _declared_defaults() -> dict[str, Any]:
     """The defaults of the arguments plugins declare (a TrainerConfig built directly, not by a Trainer)."""
-    from ember.core import options
+    from ember.core.hooks import options
 
     return {option.name: option.default for option in options.declarations().of_plugins()}
 
 
 def core_options() -> list[Any]:
-    """Core's own Trainer arguments as :class:`ember.core.options.Option` records (name, type, default, help)."""
-    from ember.core.options import Option
+    """Core's own Trainer arguments as :class:`ember.core.hooks.options.Option` records (name, type, default, help)."""
+    from ember.core.hooks.options import Option
 
     return [Option(f.name, _type_name(f.type), f.default, CORE_HELP.get(f.name, ""))
             for f in attrs.fields(TrainerConfig) if f.name != "plugin_options"]

@@ -3,7 +3,7 @@ written.
 
 :class:`Writes` is decided once per safe point from the plugins that answer ``save_checkpoint``:
 
-* **where**: in the background (the trainer's :class:`~ember.core.async_writer.BackgroundWriter`) while a fit
+* **where**: in the background (the trainer's :class:`~ember.core.checkpointing.async_writer.BackgroundWriter`) while a fit
   trains and every plugin answering ``save_checkpoint`` itself is the storage or declares ``async_save``;
   otherwise on the training thread;
 * **what the background gets**, taken on the training thread at the safe point so that training may go on:
@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ember.core.async_writer import SnapshotBuffers, snapshot
-from ember.core.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
+from ember.core.checkpointing.async_writer import SnapshotBuffers, snapshot
+from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
 from ember.core.errors import CheckpointError, ConfigurationError
 
 Op = tuple[str, str, Any]  # ("save" or "remove", path, what the storage gets or None)

@@ -25,13 +25,12 @@ import logging
 import os
 import signal
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from ember.core import rng
-from ember.core.async_writer import BackgroundWriter, SnapshotBuffers
-from ember.core.checkpoint_format import (
+from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers
+from ember.core.checkpointing.checkpoint_format import (
     FORMAT_VERSION,
     check_format,
     check_optimizer_state,
@@ -41,7 +40,7 @@ from ember.core.checkpoint_format import (
     read,
     weights_known,
 )
-from ember.core.checkpoint_paths import (
+from ember.core.checkpointing.checkpoint_paths import (
     AUTO,
     CURRENT,
     CheckpointPaths,
@@ -50,17 +49,31 @@ from ember.core.checkpoint_paths import (
     default_checkpoint_dir,
     run_dir,
 )
-from ember.core.checkpoint_writes import Op, Writes
+from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.errors import CheckpointError, ConfigurationError
-from ember.core.positional import STYLE_ATTR
-from ember.core.resumable_data import TrainData
-from ember.core.signals import SignalHandlers, stop_exception
-from ember.core.state import FitProgress
+from ember.core.hooks.positional import STYLE_ATTR
+from ember.core.loop import rng
+from ember.core.loop.parts import RunningTrainer
+from ember.core.loop.resumable_data import TrainData
+from ember.core.loop.signals import SignalHandlers, stop_exception
+from ember.core.loop.state import FitProgress
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.core.loop.loops import Loops
 
 log = logging.getLogger("ember")
+
+
+class CheckpointedTrainer(RunningTrainer, Protocol):
+    """What checkpointing uses of the Trainer: the loop's records and the run's plugins, to save and restore."""
+
+    loop: Loops
+    role_plugins: dict[str, Any]
+    role_identities: dict[str, str]
+    extra_plugins: list[tuple[str, Any]]
+    autoload_plugins: list[tuple[str, Any]]
+
+    def register_run_plugins(self, model: Any, datamodule: Any) -> list[Any]: ...
 
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
@@ -83,7 +96,7 @@ def is_checkpoint_callback(plugin: Any) -> bool:
 class Checkpointing:
     """The trainer's checkpoint work: building, writing, restoring, resuming, stopping on a signal."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: CheckpointedTrainer) -> None:
         self.trainer = trainer
         self.train_data: TrainData | None = None
         self._pending: dict[str, Any] | None = None  # read, waiting for the optimizers to exist
@@ -94,7 +107,7 @@ class Checkpointing:
         #: While a fit trains, saves and removals wait here for the loop's next safe point.
         self._deferring = False
         self._requests: list[tuple[str, str, bool]] = []
-        #: Writes of a training fit run here, one at a time (see :mod:`ember.core.async_writer`).
+        #: Writes of a training fit run here, one at a time (see :mod:`ember.core.checkpointing.async_writer`).
         self.writer = BackgroundWriter()
         self._buffers = SnapshotBuffers()
         #: The signal that asked the fit to stop, until the fit stops.
@@ -107,7 +120,7 @@ class Checkpointing:
     def build(self, weights_only: bool = False, batch_idx: int | None = None) -> dict[str, Any]:
         """The checkpoint of the trainer's current state; ``batch_idx``: written after that batch of the current
         epoch (else before the epoch's first batch). ``weights_only``: module weights and hyperparameters."""
-        from ember import __version__
+        from ember.version import __version__
 
         t = self.trainer
         module = t.module
@@ -224,7 +237,7 @@ class Checkpointing:
     def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
         a fit trains and the plugins allow it, the writing runs in the background (see
-        :mod:`ember.core.checkpoint_writes`)."""
+        :mod:`ember.core.checkpointing.checkpoint_writes`)."""
         t = self.trainer
         self.writer.wait()  # in order with the write in flight; raises its error
         built: dict[bool, Any] = {}
@@ -271,7 +284,7 @@ class Checkpointing:
 
     def resolve(self, ckpt_path: Any) -> str | None:
         """``"last"``, ``"best"``, ``AUTO``, ``"current"`` or a path, as a file to read (None: none to read); see
-        :class:`ember.core.checkpoint_paths.CheckpointPaths`."""
+        :class:`ember.core.checkpointing.checkpoint_paths.CheckpointPaths`."""
         return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
@@ -351,7 +364,7 @@ class Checkpointing:
 
     # -- the training data -----------------------------------------------------------------------------
     def train_loader(self, loader: Any) -> Any:
-        """The resumable form of the fit's training loader (see :mod:`ember.core.resumable_data`)."""
+        """The resumable form of the fit's training loader (see :mod:`ember.core.loop.resumable_data`)."""
         self.train_data = TrainData(loader)
         return self.train_data.loader
 
@@ -400,7 +413,7 @@ class Checkpointing:
         self.writer.wait()  # on_train_end and later find every file complete
 
     def request_stop(self, signum: int, requeue: bool) -> None:
-        """Stop at the next safe point (see :func:`ember.core.signals.request_stop`)."""
+        """Stop at the next safe point (see :func:`ember.core.loop.signals.request_stop`)."""
         self.stop_signal = signum
         self.stop_requeue = self.stop_requeue or requeue
         self.safe_point_due = True

@@ -13,13 +13,13 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.core.loop.parts import RunningTrainer
 
-_running: contextvars.ContextVar[Trainer | None] = contextvars.ContextVar("ember_running_trainer", default=None)
+_running: contextvars.ContextVar[RunningTrainer | None] = contextvars.ContextVar("ember_running_trainer", default=None)
 
 
 @contextlib.contextmanager
-def running(trainer: Trainer) -> Iterator[None]:
+def running(trainer: RunningTrainer) -> Iterator[None]:
     """Make ``trainer`` the one ``ember.log`` records into, for the duration of a run."""
     token = _running.set(trainer)
     try:
@@ -28,12 +28,12 @@ def running(trainer: Trainer) -> Iterator[None]:
         _running.reset(token)
 
 
-def running_trainer() -> Trainer | None:
+def running_trainer() -> RunningTrainer | None:
     """The trainer running in this thread (the innermost), or None."""
     return _running.get()
 
 
-def _trainer_for(call: str) -> Trainer:
+def _trainer_for(call: str) -> RunningTrainer:
     trainer = _running.get()
     if trainer is None:
         raise RuntimeError(f"{call} was called outside a running trainer: call it from a step (training_step, "

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ember.core.plugin_manager import noop_fallback
+from ember.core.hooks.plugin_manager import noop_fallback
 from ember.hookspecs import hookimpl
 
 IDENTITY = "core.defaults"

@@ -7,11 +7,11 @@ walks one batch through it. A fit::
     -> prepare_data -> setup(fit) -> configure_model -> convert_module -> [restore weights]
     -> configure_optimizers -> setup_module -> [restore the rest] -> log_hyperparams
     -> on_fit_start -> [sanity check: on_sanity_check_start -> validation -> on_sanity_check_end]
-    -> on_train_start -> epochs (:mod:`ember.core.training`), each with its validation
-       (:mod:`ember.core.evaluation`) -> on_train_end -> on_fit_end -> teardown(fit)
+    -> on_train_start -> epochs (:mod:`ember.core.loop.training`), each with its validation
+       (:mod:`ember.core.loop.evaluation`) -> on_train_end -> on_fit_end -> teardown(fit)
 
 ``validate``/``test``/``predict`` run the same set-up, then one evaluation epoch. The hot path (one training
-batch) reads hooks from the per-run :class:`~ember.core.plugin_manager.HookTable`, where a hook nobody
+batch) reads hooks from the per-run :class:`~ember.core.hooks.plugin_manager.HookTable`, where a hook nobody
 implements is None and is skipped for the price of an attribute test.
 """
 
@@ -25,25 +25,25 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core import seed
-from ember.core.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.errors import CheckpointError, ConfigurationError
-from ember.core.evaluation import EvaluationLoop, by_dataloader
-from ember.core.metrics import MetricLog
-from ember.core.optim import parse_optimizers
-from ember.core.results import Results
-from ember.core.seed import preserved_rng
-from ember.core.state import FitProgress, LogContext, Progress
-from ember.core.training import ManualOptimizer, TrainingLoop
+from ember.core.loop import seed
+from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
+from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
+from ember.core.loop.metrics import MetricLog
+from ember.core.loop.optim import parse_optimizers
+from ember.core.loop.results import Results
+from ember.core.loop.seed import preserved_rng
+from ember.core.loop.state import FitProgress, LogContext, Progress
+from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.core.loop.parts import RunningTrainer
 
 
 class Loops:
     """Runs one ``fit``/``validate``/``test``/``predict`` for its trainer, and owns the run state."""
 
-    def __init__(self, trainer: Trainer) -> None:
+    def __init__(self, trainer: RunningTrainer) -> None:
         self.t = trainer
         self.max_epochs = -1
         self.max_steps = -1
@@ -288,7 +288,7 @@ class Loops:
             raise ConfigurationError(
                 f"Trainer(gradient_clip_val={cfg.gradient_clip_val}) clips under automatic optimization only; "
                 "under manual optimization call self.clip_gradients(opt, gradient_clip_val=...) in training_step "
-                "before opt.step(), and remove the Trainer argument.")
+                "before opt.step(), and remove the RunningTrainer argument.")
         if not automatic and cfg.accumulate_grad_batches > 1:
             raise ConfigurationError(
                 f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "

@@ -6,8 +6,8 @@ Any ``torch.nn.Module`` with ``training_step`` and ``configure_optimizers`` trai
 may call ``super()``), and so are the methods Lightning lets a module override (``optimizer_step``,
 ``backward``, ``transfer_batch_to_device``, ...), with Lightning's default behaviour. The no-ops are marked
 and never registered: a hook nobody overrides still costs nothing per step. Hooks take their arguments by
-position, as LightningModule's do (:mod:`ember.core.positional`); the overrides are honoured by
-:mod:`ember.core.module_overrides`.
+position, as LightningModule's do (:mod:`ember.core.hooks.positional`); the overrides are honoured by
+:mod:`ember.core.loop.module_overrides`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.plugin_manager import EVENT_HOOKS, NOT_CALLED
-from ember.core.positional import STYLE_ATTR, add_base_hooks, base_hook
+from ember.core.hooks.plugin_manager import EVENT_HOOKS, NOT_CALLED
+from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 if TYPE_CHECKING:
-    from ember.core.trainer import Trainer
+    from ember.core.loop.parts import RunningTrainer
 
 
 class AttributeDict(dict):
@@ -90,12 +90,12 @@ class Module(HyperparametersMixin, torch.nn.Module):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._trainer: Trainer | None = None
+        self._trainer: RunningTrainer | None = None
         self._hparams = AttributeDict()
 
     # -- the trainer and where we are --------------------------------------------------------------------
     @property
-    def trainer(self) -> Trainer:
+    def trainer(self) -> RunningTrainer:
         trainer = self.__dict__.get("_trainer")
         if trainer is None and not self.__dict__.get("_jit_is_scripting"):  # TorchScript inspects every property
             raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
@@ -175,8 +175,10 @@ class Module(HyperparametersMixin, torch.nn.Module):
         yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
         Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
         metric object is found by identity."""
-        trainer = self._trainer  # called every step: the attribute, not the property (which raises when None)
-        (trainer if trainer is not None else self.trainer).loop.metrics.log(
+        trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
+        if trainer is None:
+            trainer = self.trainer
+        trainer.loop.metrics.log(
             name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
             sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
 
@@ -314,7 +316,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     @base_hook
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
         """Move a batch to the device (overridable): every tensor in nested containers."""
-        from ember.core.defaults import move_to_device
+        from ember.core.hooks.defaults import move_to_device
 
         return move_to_device(batch, device)
 
@@ -341,7 +343,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
         inference.
         """
-        from ember.core.checkpoint_format import load_module
+        from ember.core.checkpointing.checkpoint_format import load_module
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
                            weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)
