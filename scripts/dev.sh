@@ -49,10 +49,12 @@ case "$cmd" in
     test)
         if [ -n "$torch_version" ]; then
             "$py" -c "import torch; print('torch', torch.__version__, 'in $venv')"
-            exec "$py" -m pytest "$@"
+            exec "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist worksteal "$@"
         fi
         "$py" -m ruff check .
         "$py" -m mypy
-        exec "$py" -m pytest "$@" ;;
+        # In parallel (pytest-xdist, one worker per core; EMBER_TEST_WORKERS=0 runs in one process) and in random
+        # order (pytest-randomly prints its seed: --randomly-seed=N replays that order, -p no:randomly turns it off).
+        exec "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist worksteal "$@" ;;
     *) echo "usage: bash scripts/dev.sh demo|test [--torch VERSION] [options]" >&2; exit 2 ;;
 esac

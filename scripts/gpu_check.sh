@@ -19,11 +19,11 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 "$py" -c "import torch, ember; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" | tee -a "$out/gpu.txt"
 export PYTHONUNBUFFERED=1
 echo "== 1. CUDA tests"
-timeout 150 "$py" -m pytest -q -m cuda -p no:randomly -n 4 -p no:cacheprovider 2>&1 | tee "$out/cuda_tests.log" | tail -25
+timeout 150 "$py" -m pytest -q -m cuda -p no:randomly -p no:benchmark -n 4 -p no:cacheprovider 2>&1 | tee "$out/cuda_tests.log" | tail -25
 echo "== 3. GPU benchmark"
 timeout 200 "$py" -m benchmarks --only gpu --repeats 3 --json "$out/gpu_bench.json" 2>&1 | tee "$out/gpu_bench.log" | tail -40
 echo "== 4. checkpoint stall on CUDA"
 timeout 60 "$py" benchmarks/checkpoint_overhead.py --stall-only --accelerator cuda 2>&1 | tee "$out/stall.log" | tail -15
 echo "== 2. whole suite, GPU visible"
-timeout "${1:-200}" "$py" -m pytest -q -n 14 -p no:randomly -p no:cacheprovider --maxfail=30 2>&1 | tee "$out/suite.log" | tail -40
+timeout "${1:-200}" "$py" -m pytest -q -n 14 -p no:randomly -p no:benchmark -p no:cacheprovider --maxfail=30 2>&1 | tee "$out/suite.log" | tail -40
 exit 0

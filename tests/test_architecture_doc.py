@@ -34,3 +34,19 @@ def test_every_module_on_the_layer_map_exists() -> None:
     layers = blocks("")[0]
     for name in re.findall(r"\b([a-z_]+\.py)\b", layers):
         assert list(Path(ember.__file__).parent.rglob(name)), f"docs/architecture.md names {name}, which is gone"
+
+
+def test_the_layer_map_shows_the_rooms_of_core() -> None:
+    """The map's rooms are ember/core's folders, and each module sits under the room that holds it."""
+    import ember.core
+
+    layers = blocks("")[0]
+    core_part = layers[layers.index(" ember/core "):layers.index(" ember/hookspecs ")]
+    shown = re.findall(r"^   ([a-z_]+)/ ", core_part, flags=re.M)
+    assert sorted(shown) == sorted(ember.core.ROOMS), shown
+    for room, section in zip(shown, re.split(r"^   [a-z_]+/ .*$", core_part, flags=re.M)[1:]):
+        for name in re.findall(r"\b([a-z_]+)\.py\b", section):
+            if name == "errors":
+                continue
+            assert (Path(ember.__file__).parent / "core" / room / f"{name}.py").exists(), \
+                f"docs/architecture.md shows {name}.py in core/{room}/, which does not hold it"

@@ -109,7 +109,7 @@ def test_two_plugins_declaring_one_argument_is_an_error(ember_distribution: Any)
 def test_core_keeps_no_list_of_plugin_arguments_or_default_plugins() -> None:
     identities = [o.plugin for o in declarations().of_plugins()] + list(declarations().defaults.values())
     names = [o.name for o in declarations().of_plugins()]
-    for path in sorted((ROOT / "ember" / "core").glob("*.py")):
+    for path in sorted((ROOT / "ember" / "core").rglob("*.py")):
         text = path.read_text()
         for identity in identities:
             assert f'"{identity}"' not in text, f"{path.name} names the plugin {identity!r}"

@@ -30,6 +30,20 @@ RECORDED = ("setup", "on_fit_start", "on_train_start", "on_train_epoch_start", "
 _IMPORT = re.compile(r"^(\s*)(import|from)\s+(\S+)(.*)$")
 
 
+def cpu_model() -> str:
+    """The processor's model name (Linux), or the platform's word for it: weights are bitwise equal only on the
+    processor a fixture was recorded on."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def source(name: str) -> str:
     return (PROJECTS / f"{name}.py").read_text()
 

@@ -26,6 +26,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     out = {"lightning": L.__version__, "torch": torch.__version__, "torchmetrics": torchmetrics.__version__,
+           "cpu": project_runner.cpu_model(),
            "projects": {}}
     for name in project_runner.NAMES:
         with tempfile.TemporaryDirectory() as root:
