@@ -153,12 +153,22 @@ def _forwarder(hook: str, opts: dict) -> Any:
         return (yield from function(**{name: given[name] for name in _parameters(function) if name in given}))
 
     forward = wrap if opts.get("wrapper") or opts.get("hookwrapper") else call
-    # pluggy passes, by position, the arguments this signature names: all of the spec's
-    forward.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in ("self", *argnames)])
+    forward.__wrapped__ = _taking(argnames)  # type: ignore[attr-defined]  # pluggy reads the names it passes here
     forward.__name__ = forward.__qualname__ = f"_ember_{hook}"
     kept = {k: opts[k] for k in ("wrapper", "hookwrapper", "tryfirst", "trylast", "optionalhook") if opts.get(k)}
     return hookimpl(specname=hook, **kept)(forward)
+
+
+def _taking(argnames: list[str]) -> Callable[..., None]:
+    """A method that takes ``argnames`` (and does nothing): what pluggy reads a forwarder's arguments from, so
+    that it passes all of the spec's, by position."""
+    def template(self: Any) -> None:
+        return None
+
+    names = ("self", *argnames)
+    template.__code__ = template.__code__.replace(co_argcount=len(names), co_nlocals=len(names), co_varnames=names)
+    template.__qualname__ = "SeedPlugin.forwarder"
+    return template
 
 
 def add_forwarders(cls: type, *plugin_classes: type, skip: frozenset[str]) -> type:
