@@ -121,12 +121,12 @@ class LightningCLI:
         if seed is not False and seed is not None:
             seed_everything(seed)
         parser = self._parsers[self.subcommand or "fit"]
-        built = parser.instantiate_classes(section)
+        built = parser.instantiate(section)
         self.model = built.model
         self.datamodule = built.get("data")
         kwargs = {**self.trainer_defaults, **trainer_kwargs(section.trainer.as_dict())}
         if self.save_config_callback is not None and self.subcommand in ("fit", None):
-            text = parser.dump(section, skip_unset=False, skip_check=True)
+            text = parser.dump(section, skip_unset=False)
             plugins = kwargs.get("plugins") or []
             kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), SaveConfig(text)]
         self.trainer = self.trainer_class(**kwargs)
