@@ -78,8 +78,9 @@ def test_builtins_configure_embers_plugins() -> None:
 
 
 def _fit(**trainer: object) -> tuple[object, torch.nn.Module]:
-    import ember.lightning.pytorch as pl
     from torch.utils.data import DataLoader, TensorDataset
+
+    import ember.lightning.pytorch as pl
 
     class Model(pl.LightningModule):
         def __init__(self) -> None:

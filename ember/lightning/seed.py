@@ -153,7 +153,7 @@ def _forwarder(hook: str, opts: dict) -> Any:
         return (yield from function(**{name: given[name] for name in _parameters(function) if name in given}))
 
     forward = wrap if opts.get("wrapper") or opts.get("hookwrapper") else call
-    forward.__wrapped__ = _taking(argnames)  # type: ignore[attr-defined]  # pluggy reads the names it passes here
+    forward.__wrapped__ = _taking(argnames)  # type: ignore[union-attr]  # pluggy reads the names it passes here
     forward.__name__ = forward.__qualname__ = f"_ember_{hook}"
     kept = {k: opts[k] for k in ("wrapper", "hookwrapper", "tryfirst", "trylast", "optionalhook") if opts.get(k)}
     return hookimpl(specname=hook, **kept)(forward)

@@ -174,7 +174,7 @@ class DDPStrategy(Strategy):
     """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
     ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning."""
 
-    plugin_class = _EmberDDP
+    plugin_class: type = _EmberDDP
 
     def __init__(self, accelerator: Any = None, checkpoint_io: Any = None, precision_plugin: Any = None,
                  process_group_backend: str | None = None, timeout: Any = None, **kwargs: Any) -> None:
