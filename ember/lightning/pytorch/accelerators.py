@@ -1,0 +1,124 @@
+"""``lightning.pytorch.accelerators``'s classes as ember plugins (see :mod:`ember.lightning.seed`).
+
+``Trainer(accelerator=CPUAccelerator())`` runs as ``accelerator="cpu"``; a subclass's ``setup_device``,
+``teardown`` and ``setup`` are called where Lightning calls them. ``get_device_stats``, ``parse_devices``,
+``get_parallel_devices``, ``auto_device_count`` and ``is_available`` are there for code that calls them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+from ember.hookspecs import hookimpl
+from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
+from ember.plugins.accelerators.cpu import CPUAccelerator as _EmberCPU
+from ember.plugins.accelerators.cuda import CUDAAccelerator as _EmberCUDA
+
+__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator"]
+
+#: The ember hooks an Accelerator answers through Lightning's methods.
+THROUGH_METHODS = frozenset({"setup_device", "teardown", "configure"})
+
+
+class Accelerator(SeedPlugin):
+    """Lightning's ``Accelerator``. A direct subclass names no device of its own: give ``root_device`` through
+    the strategy, or subclass :class:`CPUAccelerator`/:class:`CUDAAccelerator`."""
+
+    role = "accelerator"
+
+    def setup_device(self, device: torch.device) -> None:
+        """Prepare ``device`` (once per run, before the module is moved)."""
+        self.delegate("setup_device", device=device)
+
+    @base_hook
+    def setup(self, trainer: Any) -> None:
+        """Called at each run's ``setup`` when a subclass overrides it."""
+
+    @base_hook
+    def teardown(self) -> None:
+        """Called at the end of each run when a subclass overrides it."""
+
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        return {}
+
+    @staticmethod
+    def parse_devices(devices: Any) -> Any:
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices: Any) -> list[torch.device]:
+        return []
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return 1
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    def check_available(self, config: Any) -> None:
+        if not self.is_available():
+            raise ConfigurationError(f"Trainer(accelerator={type(self).__name__}()): {type(self).__name__}."
+                                     "is_available() is False here.")
+        super().check_available(config)
+
+    @hookimpl(specname="setup_device")
+    def _ember_setup_device(self, device: torch.device) -> None:
+        self.setup_device(device)
+
+
+class CPUAccelerator(Accelerator):
+    """ember's ``accelerator.cpu``."""
+
+    plugin_class = _EmberCPU
+
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+        return {"cpu_load_1min": load}
+
+    @staticmethod
+    def parse_devices(devices: Any) -> int:
+        return int(devices) if devices not in ("auto", None) else 1
+
+    @staticmethod
+    def get_parallel_devices(devices: Any) -> list[torch.device]:
+        return [torch.device("cpu")] * CPUAccelerator.parse_devices(devices)
+
+
+class CUDAAccelerator(Accelerator):
+    """ember's ``accelerator.cuda``: ``cuda:<local rank>`` (or the ``devices=[...]`` entry of the rank)."""
+
+    plugin_class = _EmberCUDA
+
+    def teardown(self) -> None:
+        self.delegate("teardown")
+
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        return dict(torch.cuda.memory_stats(device))
+
+    @staticmethod
+    def parse_devices(devices: Any) -> Any:
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices: Any) -> list[torch.device]:
+        if isinstance(devices, int):
+            devices = list(range(devices))
+        return [torch.device("cuda", i) for i in devices]
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return torch.cuda.device_count()
+
+    @staticmethod
+    def is_available() -> bool:
+        return torch.cuda.is_available()
+
+
+for _cls in (CPUAccelerator, CUDAAccelerator):
+    add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)  # root_device

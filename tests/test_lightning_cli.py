@@ -1,0 +1,49 @@
+"""LightningCLI on ember (ember.lightning.pytorch.cli): the same main.py, written with ember's names, run in a
+subprocess and compared with the record made on Lightning (tests/lightning/record_lightning_cli.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "lightning"
+FIXTURE = json.loads((HERE / "lightning_cli.json").read_text())["recorded"]
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.fixture(scope="module")
+def ember_record() -> dict[str, dict]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import record_lightning_cli
+    finally:
+        sys.path.remove(str(HERE))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return record_lightning_cli.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+
+
+@pytest.mark.parametrize("scenario", sorted(FIXTURE))
+def test_same_as_lightning(ember_record: dict[str, dict], scenario: str) -> None:
+    assert ember_record[scenario] == FIXTURE[scenario]
+
+
+def test_run_false_and_print_config_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import torch
+
+    import ember.lightning.pytorch as pl
+    from ember.lightning.pytorch.cli import LightningCLI
+
+    class Tiny(pl.LightningModule):
+        def __init__(self, width: int = 3) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(width, 1)
+
+    cli = LightningCLI(Tiny, run=False, args=["--model.width", "5", "--trainer.max_epochs", "2"])
+    assert cli.model.layer.in_features == 5 and cli.trainer.config.max_epochs == 2 and cli.subcommand is None
+    with pytest.raises(SystemExit) as exit_info:
+        LightningCLI(Tiny, args=["fit", "--model.width", "7", "--print_config"])
+    assert exit_info.value.code == 0 and "width: 7" in capsys.readouterr().out

@@ -1,0 +1,153 @@
+"""Lightning's Precision/Accelerator/Strategy classes as ember plugins (ember.lightning.seed), checked against
+Lightning: recording subclasses run through the same fit on both (tests/lightning/seed_scenarios.py; the
+fixture is written by tests/lightning/record_seed_classes.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+HERE = Path(__file__).parent / "lightning"
+FIXTURE = json.loads((HERE / "seed_classes.json").read_text())["recorded"]
+#: Calls Lightning makes that ember does not, and why: Lightning's Trainer calls Strategy.barrier at five points
+#: of its own setup and teardown; ember calls the barrier hook only where a plugin or callback needs one.
+NOT_CALLED_BY_EMBER = {"strategy.barrier"}
+
+
+def _ember_calls() -> dict[str, list]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import seed_scenarios
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return seed_scenarios.record("ember.lightning.pytorch")
+    finally:
+        sys.path.remove(str(HERE))
+
+
+@pytest.fixture(scope="module")
+def ember_calls() -> dict[str, list]:
+    return _ember_calls()
+
+
+@pytest.mark.parametrize("scenario", sorted(FIXTURE))
+def test_same_calls_as_lightning(ember_calls: dict[str, list], scenario: str) -> None:
+    expected = [c for c in FIXTURE[scenario] if c[0] not in NOT_CALLED_BY_EMBER]
+    # Lightning's Trainer calls batch_to_device(batch, dataloader_idx=...) and lets it default the device; ember
+    # passes the run's device
+    expected = [[c[0], "cpu", *c[2:]] if c[0] == "strategy.batch_to_device" and c[1] == "None" else c
+                for c in expected]
+    assert ember_calls[scenario] == expected
+
+
+def test_importable_from_lightning_paths() -> None:
+    from ember.lightning.pytorch import accelerators, plugins, strategies
+    from ember.lightning.pytorch.plugins import io, precision
+
+    for module, names in [(plugins, ["Precision", "MixedPrecision", "HalfPrecision", "DoublePrecision", "CheckpointIO",
+                                     "TorchCheckpointIO", "AsyncCheckpointIO"]),
+                          (precision, ["Precision", "MixedPrecision", "HalfPrecision", "DoublePrecision"]),
+                          (io, ["CheckpointIO", "TorchCheckpointIO", "AsyncCheckpointIO"]),
+                          (accelerators, ["Accelerator", "CPUAccelerator", "CUDAAccelerator"]),
+                          (strategies, ["Strategy", "SingleDeviceStrategy", "DDPStrategy", "FSDPStrategy"])]:
+        for name in names:
+            assert isinstance(getattr(module, name), type), (module.__name__, name)
+
+
+def test_builtins_configure_embers_plugins() -> None:
+    from ember.lightning.pytorch.plugins import DoublePrecision, HalfPrecision, MixedPrecision
+    from ember.lightning.pytorch.strategies import DDPStrategy
+    from ember.plugins.strategies.ddp import DDPStrategy as EmberDDP
+
+    assert MixedPrecision("bf16-mixed", "cpu").identity == "precision.bf16-mixed"
+    mixed16 = MixedPrecision("16-mixed", "cpu")
+    assert mixed16.identity == "precision.16-mixed" and isinstance(mixed16.scaler, torch.amp.GradScaler)
+    assert HalfPrecision("bf16-true").identity == "precision.bf16-true"
+    assert DoublePrecision().identity == "precision.64-true"
+    ddp = DDPStrategy(find_unused_parameters=True)
+    assert ddp.identity == "strategy.ddp" and isinstance(ddp.plugin, EmberDDP)
+    assert ddp.plugin.ddp_kwargs == {"find_unused_parameters": True}
+    with pytest.raises(Exception, match="find_unused_parameterz"):
+        DDPStrategy(find_unused_parameterz=True)
+
+
+def _fit(**trainer: object) -> tuple[object, torch.nn.Module]:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import ember.lightning.pytorch as pl
+
+    class Model(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: list, batch_idx: int) -> torch.Tensor:
+            assert batch[0].dtype == self.layer.weight.dtype
+            return self.layer(batch[0]).float().pow(2).mean()
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    model = Model()
+    t = pl.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                   enable_model_summary=False, **trainer)
+    t.fit(model, DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4))
+    return t, model
+
+
+def test_double_precision_converts_module_and_inputs() -> None:
+    from ember.lightning.pytorch.plugins import DoublePrecision
+
+    trainer, model = _fit(plugins=[DoublePrecision()])
+    assert model.layer.weight.dtype == torch.float64 and trainer.precision == "64-true"  # type: ignore[attr-defined]
+
+
+def test_mixed16_scales_the_loss_and_keeps_scaler_state(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.plugins import MixedPrecision
+
+    plugin = MixedPrecision("16-mixed", "cpu", scaler=torch.amp.GradScaler("cpu", init_scale=1024.0))
+    trainer, _ = _fit(plugins=[plugin])
+    assert plugin.scaler is not None and plugin.scaler.get_scale() == 1024.0
+    assert plugin.state_dict()["scale"] == 1024.0
+    trainer.save_checkpoint(tmp_path / "a.ckpt")  # type: ignore[attr-defined]
+    saved = torch.load(tmp_path / "a.ckpt", weights_only=True)
+    assert saved["plugins"]["precision.16-mixed"]["scale"] == 1024.0
+
+
+def test_an_override_replaces_exactly_its_part() -> None:
+    from ember.lightning.pytorch.plugins import Precision
+
+    losses = []
+
+    class NoStep(Precision):
+        def optimizer_step(self, optimizer: object, model: object, closure: object, **kwargs: object) -> None:
+            losses.append(closure())  # type: ignore[operator]  # the step's loss; the optimizer is not stepped
+
+    torch.manual_seed(0)
+    start = torch.nn.Linear(4, 1).weight.detach().clone()
+    torch.manual_seed(0)
+    trainer, model = _fit(plugins=[NoStep()])
+    assert len(losses) == 2 and all(isinstance(v, torch.Tensor) for v in losses)
+    assert torch.equal(model.layer.weight.detach(), start)  # type: ignore[union-attr]
+    assert trainer.global_step == 2  # type: ignore[attr-defined]
+
+
+def test_checkpoint_io_subclass_writes_the_checkpoints(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.plugins import CheckpointIO
+
+    written = []
+
+    class Recording(CheckpointIO):
+        def save_checkpoint(self, checkpoint: dict, path: object, storage_options: object = None) -> None:
+            written.append(str(path))
+            torch.save(checkpoint, str(path))
+
+    trainer, _ = _fit(plugins=[Recording()])
+    trainer.save_checkpoint(tmp_path / "b.ckpt")  # type: ignore[attr-defined]
+    assert written == [str(tmp_path / "b.ckpt")] and (tmp_path / "b.ckpt").exists()
