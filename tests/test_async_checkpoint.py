@@ -232,19 +232,37 @@ def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:
     assert torch.equal(copy, (weight - 1).cpu())
 
 
-def test_one_writer_thread_serves_successive_saves_and_ends_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_writer_thread_serves_successive_saves_until_closed() -> None:
     writer = BackgroundWriter()
-    monkeypatch.setattr(writer, "IDLE_SECONDS", 0.2)
     threads: list[threading.Thread] = []
     for _ in range(3):
         writer.submit(lambda at: threads.append(threading.current_thread()))
     writer.wait()
     assert len(threads) == 3 and len(set(threads)) == 1 and threads[0] is not threading.main_thread()
-    threads[0].join(timeout=10)  # no work for IDLE_SECONDS: the thread ends; the next job starts another
-    assert not threads[0].is_alive()
-    writer.submit(lambda at: threads.append(threading.current_thread()))
-    writer.wait()
-    assert threads[-1] is not threads[0]
+    assert writer.running
+    writer.close()  # joined, not left to time out
+    assert not threads[0].is_alive() and not writer.running
+    writer.submit(lambda at: threads.append(threading.current_thread()))  # a later fit starts another
+    writer.close()
+    assert threads[-1] is not threads[0] and not threads[-1].is_alive()
+
+
+def ember_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("ember")]
+
+
+@pytest.mark.parametrize("how", ["returns", "raises"])
+def test_no_writer_thread_outlives_its_fit(tmp_path: Path, how: str) -> None:
+    before = ember_threads()
+    if how == "returns":
+        trainer = fit(tmp_path, Watch())
+    else:
+        trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), **QUIET)
+        with pytest.raises(RuntimeError, match="bad batch"):
+            trainer.fit(FailsInEpoch(), tiny_loaders(n=32)[0])
+    assert any(name.endswith(".ckpt") for name in os.listdir(trainer.checkpoint_callback.dirpath))
+    assert not trainer.checkpointing.writer.running
+    assert ember_threads() == before
 
 
 class AnswersSaves:

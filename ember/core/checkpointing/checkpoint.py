@@ -396,6 +396,7 @@ class Checkpointing:
         else:
             self.writer.wait()
         finally:
+            self.writer.close()  # no writer thread or process outlives the fit
             self._buffers.clear()
             handlers.uninstall()
             self._deferring = False
