@@ -252,7 +252,7 @@ class Checkpointing:
                     built[weights_only] = writes.prepare(self.build(weights_only, batch_idx), path, self._buffers)
                 ops.append((op, path, built[weights_only]))
             if writes.background:
-                self.writer.submit(lambda at: writes.carry_out(hook, ops, at))
+                writes.submit(self.writer, hook, ops, self._buffers)
             else:
                 writes.carry_out(hook, ops, lambda path: None)
             if t.world_size > 1 and built:
