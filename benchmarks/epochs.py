@@ -1,14 +1,19 @@
-"""Per-epoch costs on the short-epoch workload (32 training and 8 validation steps per epoch), one row per
-piece of per-epoch work, so that the difference between two rows is what that piece costs per epoch:
+"""Per-epoch costs on the short-epoch workload (32 training and 8 validation steps per epoch): the defaults, then
+each default switched off in turn, so that the difference between a row and ``ember+defaults`` is what that
+default costs per epoch (the ``overhead ms/epoch`` column), without a profiler:
 
-* ``ember, validation only``: everything off but validating every epoch (the validation loop's set-up);
-* ``+defaults, no checkpoint``: the defaults (logging, progress bar, epoch-end logging) without checkpointing;
-* ``+defaults, synchronous checkpoint``: a checkpoint every epoch written on the training thread;
-* ``+defaults``: the defaults, checkpoints written in the background.
+* ``ember+defaults``: progress bar, CSV logger, the loss logged every step, a checkpoint every epoch written by
+  the writer thread;
+* ``ember+defaults, writer process``: the same, checkpoints written by a writer process
+  (``TorchCheckpointIO(writer="process")``);
+* ``ember+defaults, synchronous checkpoint``: the checkpoint written on the training thread;
+* ``ember+defaults, checkpointing off`` / ``logger off`` / ``progress bar off``: one default off;
+* ``ember+defaults, all three off``: checkpointing, logger and progress bar off;
+* ``ember, validation only``: everything off but validating every epoch (the validation loop's set-up).
 
 Next to the times, :func:`calls_per_epoch` counts the Python calls each row makes per epoch on the training
 thread, which a busy machine does not move (only the progress bar's redraws, on a timer, move the rows with the
-defaults, by about a hundred calls): a change to per-epoch work shows there when the times cannot resolve it.
+progress bar, by about a hundred calls): a change to per-epoch work shows there when the times cannot resolve it.
 """
 
 from __future__ import annotations
@@ -18,12 +23,12 @@ from typing import Any
 from benchmarks import frameworks, harness, workloads
 
 
-def _sync_storage() -> Any:
+def _storage(**kwargs: Any) -> Any:
     from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
 
     try:
-        return TorchCheckpointIO(async_save=False)  # type: ignore[call-arg]
-    except TypeError:  # an ember without background checkpoint writes: every write is synchronous
+        return TorchCheckpointIO(**kwargs)
+    except TypeError:  # an ember without this option
         return None
 
 
@@ -31,12 +36,17 @@ def _rows(w: workloads.Workload, clock: harness.Clock) -> list[tuple[str, harnes
     def ember(defaults: bool, **kwargs: Any) -> harness.Run:
         return lambda: frameworks.ember_run(w, clock, defaults=defaults, **kwargs)
 
-    rows = [("ember, validation only", ember(False)),
-            ("ember+defaults, no checkpoint", ember(True, enable_checkpointing=False))]
-    sync = _sync_storage()
-    if sync is not None:
-        rows.append(("ember+defaults, synchronous checkpoint", ember(True, checkpoint_io=sync)))
-    rows.append(("ember+defaults", ember(True)))
+    rows = [("ember+defaults", ember(True))]
+    for label, storage in (("writer process", _storage(writer="process")),
+                           ("synchronous checkpoint", _storage(async_save=False))):
+        if storage is not None:
+            rows.append((f"ember+defaults, {label}", ember(True, checkpoint_io=storage)))
+    rows += [("ember+defaults, checkpointing off", ember(True, enable_checkpointing=False)),
+             ("ember+defaults, logger off", ember(True, logger=False)),
+             ("ember+defaults, progress bar off", ember(True, enable_progress_bar=False)),
+             ("ember+defaults, all three off", ember(True, enable_checkpointing=False, logger=False,
+                                                     enable_progress_bar=False)),
+             ("ember, validation only", ember(False))]
     return rows
 
 

@@ -108,18 +108,20 @@ class Killer:
 
 
 def run(out: str, precision: str = "32-true", kill: str | None = None, at: int = 0, resume: bool = False,
-        max_epochs: int = 3, signum: int = signal.SIGKILL) -> dict[str, Any]:
+        max_epochs: int = 3, signum: int = signal.SIGKILL, writer: str = "thread") -> dict[str, Any]:
     """Train; returns the final module and optimizer states and how many items the data loaded."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the same arithmetic in every process
     try:
-        return _run(out, precision, kill, at, resume, max_epochs, signum)
+        return _run(out, precision, kill, at, resume, max_epochs, signum, writer)
     finally:
         torch.set_num_threads(threads)
 
 
 def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_epochs: int,
-         signum: int) -> dict[str, Any]:
+         signum: int, writer: str = "thread") -> dict[str, Any]:
+    from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
+
     ember.seed_everything(0)
     model = Net()
     data = Augmented()
@@ -132,27 +134,38 @@ def _run(out: str, precision: str, kill: str | None, at: int, resume: bool, max_
     trainer = ember.Trainer(accelerator="cpu", max_epochs=max_epochs, precision=precision, accumulate_grad_batches=2,
                             callbacks=callbacks, plugins=plugins, default_root_dir=out, num_sanity_val_steps=1,
                             logger=False, enable_progress_bar=False, enable_model_summary=False,
-                            val_check_interval=4, log_every_n_steps=1)
+                            val_check_interval=4, log_every_n_steps=1,
+                            **({"checkpoint_io": TorchCheckpointIO(writer=writer)} if writer != "thread" else {}))
     trainer.fit(model, train, val, ckpt_path="last" if resume else None)
     return {"module": model.state_dict(), "optimizer": trainer.optimizers[0].state_dict(),
             "scheduler": trainer.lr_scheduler_configs[0].scheduler.state_dict(), "loaded": data.loaded,
             "trainer": trainer, "best": dict(callbacks[1].best_k_models)}
 
 
-#: Test-only: ``EMBER_TEST_SLOW_WRITE=N`` makes the N-th checkpoint file written on a background thread stop
-#: halfway through (fsynced), write ``OUT/writing`` with the thread's name, and hang until killed.
+#: Test-only: ``EMBER_TEST_SLOW_WRITE=N`` makes the N-th checkpoint file written on a background thread (or in the
+#: writer process) stop halfway through (fsynced), write ``OUT/writing`` with the thread's name (or
+#: ``process <pid>``), and hang until killed.
 SLOW_WRITE_ENV = "EMBER_TEST_SLOW_WRITE"
+SLOW_WRITE_OUT_ENV = "EMBER_TEST_SLOW_WRITE_OUT"
+
+
+def hang_in_writer_process() -> None:
+    """``WriterProcess.setup`` for the slow write: runs in the writer process."""
+    hang_in_background_write(os.environ[SLOW_WRITE_OUT_ENV], int(os.environ[SLOW_WRITE_ENV]))
 
 
 def hang_in_background_write(out: str, nth: int) -> None:
+    import multiprocessing
+
     from ember.plugins._shared import checkpoint_files
 
     real_write = checkpoint_files._atomic_write
+    in_writer_process = multiprocessing.current_process().name == "ember-checkpoint-writer"
     count = 0
 
     def atomic_write(path: str, write: Any, content: Any) -> None:
         nonlocal count
-        if threading.current_thread() is threading.main_thread():
+        if threading.current_thread() is threading.main_thread() and not in_writer_process:
             return real_write(path, write, content)
         count += 1
         if count != nth:
@@ -164,8 +177,10 @@ def hang_in_background_write(out: str, nth: int) -> None:
             f.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
             f.flush()
             os.fsync(f.fileno())
-            with open(os.path.join(out, "writing"), "w") as marker:
-                marker.write(threading.current_thread().name)
+            with open(os.path.join(out, "writing.tmp"), "w") as marker:
+                marker.write(threading.current_thread().name if threading.current_thread() is not
+                             threading.main_thread() else f"process {os.getpid()}")
+            os.replace(os.path.join(out, "writing.tmp"), os.path.join(out, "writing"))
             time.sleep(300)
 
         return real_write(path, half, content)
@@ -181,10 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at", type=int, default=0)
     parser.add_argument("--signal", type=int, default=int(signal.SIGKILL))
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--writer", default="thread", choices=["thread", "process"])
     args = parser.parse_args(argv)
     if os.environ.get(SLOW_WRITE_ENV):
-        hang_in_background_write(args.out, int(os.environ[SLOW_WRITE_ENV]))
-    result = run(args.out, args.precision, args.kill, args.at, args.resume, signum=args.signal)
+        if args.writer == "process":
+            from ember.core.checkpointing import writer_process
+
+            os.environ[SLOW_WRITE_OUT_ENV] = args.out
+            writer_process.child_setup = hang_in_writer_process
+        else:
+            hang_in_background_write(args.out, int(os.environ[SLOW_WRITE_ENV]))
+    result = run(args.out, args.precision, args.kill, args.at, args.resume, signum=args.signal, writer=args.writer)
     torch.save({k: result[k] for k in ("module", "optimizer", "scheduler", "loaded", "best")},
                os.path.join(args.out, "final.pt"))
     return 0

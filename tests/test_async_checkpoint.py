@@ -232,19 +232,37 @@ def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:
     assert torch.equal(copy, (weight - 1).cpu())
 
 
-def test_one_writer_thread_serves_successive_saves_and_ends_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_writer_thread_serves_successive_saves_until_closed() -> None:
     writer = BackgroundWriter()
-    monkeypatch.setattr(writer, "IDLE_SECONDS", 0.2)
     threads: list[threading.Thread] = []
     for _ in range(3):
         writer.submit(lambda at: threads.append(threading.current_thread()))
     writer.wait()
     assert len(threads) == 3 and len(set(threads)) == 1 and threads[0] is not threading.main_thread()
-    threads[0].join(timeout=10)  # no work for IDLE_SECONDS: the thread ends; the next job starts another
-    assert not threads[0].is_alive()
-    writer.submit(lambda at: threads.append(threading.current_thread()))
-    writer.wait()
-    assert threads[-1] is not threads[0]
+    assert writer.running
+    writer.close()  # joined, not left to time out
+    assert not threads[0].is_alive() and not writer.running
+    writer.submit(lambda at: threads.append(threading.current_thread()))  # a later fit starts another
+    writer.close()
+    assert threads[-1] is not threads[0] and not threads[-1].is_alive()
+
+
+def ember_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("ember")]
+
+
+@pytest.mark.parametrize("how", ["returns", "raises"])
+def test_no_writer_thread_outlives_its_fit(tmp_path: Path, how: str) -> None:
+    before = ember_threads()
+    if how == "returns":
+        trainer = fit(tmp_path, Watch())
+    else:
+        trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), **QUIET)
+        with pytest.raises(RuntimeError, match="bad batch"):
+            trainer.fit(FailsInEpoch(), tiny_loaders(n=32)[0])
+    assert any(name.endswith(".ckpt") for name in os.listdir(trainer.checkpoint_callback.dirpath))
+    assert not trainer.checkpointing.writer.running
+    assert ember_threads() == before
 
 
 class AnswersSaves:
@@ -392,3 +410,73 @@ def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the
     assert storage.serialized == [] and storage.written == []
     assert saved == ["ember-checkpoint-writer"] * 2
     assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 8
+
+
+# -- the writer process ---------------------------------------------------------------------------------------
+def process_fit(tmp_path: Path, epochs: int = 3) -> ember.Trainer:
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=2, monitor="step", mode="max")
+    trainer = ember.Trainer(max_epochs=epochs, default_root_dir=str(tmp_path), callbacks=[cb],
+                            checkpoint_io=TorchCheckpointIO(writer="process"), **QUIET)
+    ember.seed_everything(0)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    return trainer
+
+
+def test_the_writer_process_writes_what_the_thread_writes_and_ends_with_the_fit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    from ember.core.checkpointing import writer_process
+
+    sent: list[bool] = []
+    submit = writer_process.WriterProcess.submit
+    monkeypatch.setattr(writer_process.WriterProcess, "submit", lambda self, ops: sent.append(submit(self, ops))
+                        or sent[-1])
+    before = ember_threads()
+    trainer = process_fit(tmp_path / "p")
+    assert sent and all(sent)  # every save went to the process
+    assert not trainer.checkpointing.writer.running and multiprocessing.active_children() == []
+    assert ember_threads() == before
+    files = sorted(os.listdir(tmp_path / "p" / "ck"))
+    assert files == ["epoch=1-step=8.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"]  # removals done in order
+    assert os.path.samefile(tmp_path / "p" / "ck" / "last.ckpt", tmp_path / "p" / "ck" / "epoch=2-step=12.ckpt")
+    cb = ModelCheckpoint(dirpath=tmp_path / "t" / "ck", save_top_k=2, monitor="step", mode="max")
+    ember.seed_everything(0)
+    ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path / "t"), callbacks=[cb], **QUIET).fit(
+        TinyClassifier(), tiny_loaders(n=32)[0])
+    for name in files:
+        by_process, by_thread = (safe_load(str(tmp_path / d / "ck" / name)) for d in ("p", "t"))
+        assert by_process.keys() == by_thread.keys()
+        for key in ("state_dict", "optimizer_states", "loops", "global_step"):
+            assert str(by_process[key]) == str(by_thread[key])
+        assert all(torch.equal(by_process["state_dict"][k], v) for k, v in by_thread["state_dict"].items())
+
+
+def test_a_dead_writer_process_is_reported_once_and_the_fit_writes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from ember.core.checkpointing import writer_process
+
+    monkeypatch.setattr(writer_process, "child_setup", os.abort)  # dies before it answers the first job
+    with caplog.at_level("WARNING", logger="ember"):
+        process_fit(tmp_path)
+    assert [r.getMessage() for r in caplog.records].count(
+        next(r.getMessage() for r in caplog.records if "writer process ended" in r.getMessage())) == 1
+    assert sorted(os.listdir(tmp_path / "ck")) == ["epoch=1-step=8.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"]
+    assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 12
+
+
+def no_space_left() -> None:
+    """Runs in the writer process: every fsync fails as on a full disk."""
+    def fsync(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    os.fsync = fsync
+
+
+def test_a_full_disk_in_the_writer_process_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.core.checkpointing import writer_process
+
+    monkeypatch.setattr(writer_process, "child_setup", no_space_left)
+    with pytest.raises(ember.CheckpointError, match=r"(?i)epoch=0-step=4\.ckpt.*(disk|space)"):
+        process_fit(tmp_path)
+    assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path / "ck"))

@@ -89,28 +89,41 @@ def test_sigkill_then_resume_is_bitwise_exact(reference: dict, tmp_path: Path, p
     assert set(map(os.path.basename, resumed["best"])) == set(map(os.path.basename, ref["best"]))
 
 
-@pytest.mark.parametrize("nth", [4, 6])
+@pytest.mark.parametrize(("writer", "nth"), [("thread", 4), ("thread", 6), ("process", 4), ("process", 6)])
 def test_sigkill_from_outside_during_a_background_write_keeps_the_previous_file(reference: dict, tmp_path: Path,
-                                                                                 nth: int) -> None:
+                                                                                 writer: str, nth: int) -> None:
     env = {**os.environ, "PYTHONHASHSEED": "0", ckpt_job.SLOW_WRITE_ENV: str(nth)}
     marker, log = tmp_path / "writing", tmp_path / "job.log"
     with open(log, "w") as stderr:
-        job = subprocess.Popen([sys.executable, JOB, str(tmp_path)], env=env, stderr=stderr)
+        job = subprocess.Popen([sys.executable, JOB, str(tmp_path), "--writer", writer], env=env, stderr=stderr)
         deadline = time.monotonic() + 90
         while not marker.exists() and job.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        job.kill()  # SIGKILL while the writer thread holds a half-written file
+        job.kill()  # SIGKILL while the writer thread (or process) holds a half-written file
         code = job.wait(timeout=30)
     assert marker.exists(), log.read_text()[-2000:]
     assert code == -signal.SIGKILL
-    assert marker.read_text() == "ember-checkpoint-writer"
+    holder = marker.read_text()
+    if writer == "process":  # the writer process outlives the training process by its one write: kill it too
+        assert holder.startswith("process ")
+        pid = int(holder.split()[1])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # until reaped: a stale temporary is cleared once its process is gone
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.02)
+    else:
+        assert holder == "ember-checkpoint-writer"
     leftovers = [f for root in ("ckpt", "best") for f in os.listdir(tmp_path / root) if f.endswith(".tmp")]
     assert len(leftovers) == 1  # the half-written temporary; its destination still holds the previous bytes
     before = {f: torch.load(tmp_path / "ckpt" / f, weights_only=True)["global_step"]
               for f in os.listdir(tmp_path / "ckpt") if f.endswith(".ckpt")}
     assert before  # every visible checkpoint is complete (it loads)
     marker.unlink()
-    resumed = ckpt_job.run(str(tmp_path), resume=True)
+    resumed = ckpt_job.run(str(tmp_path), resume=True, writer=writer)
     ref = reference["32-true"]
     assert same(resumed["module"], ref["module"])
     assert same(resumed["optimizer"], ref["optimizer"])

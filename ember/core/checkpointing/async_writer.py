@@ -13,6 +13,8 @@ Guarantees:
 * every pending write is finished (:meth:`BackgroundWriter.wait`) at the end of a fit, when a fit stops on an
   exception or a signal, before any checkpoint is read (:func:`flush_all`), and at interpreter exit (an
   ``atexit`` handler waits for it and logs a failure nobody collected);
+* the writer thread (or process) lives for one fit: started by its first background save, stopped and joined
+  when the fit ends (:meth:`BackgroundWriter.close`), however it ends;
 * a failure in the background is raised on the training thread at the next save or flush, as a
   :class:`ember.CheckpointError` naming the file;
 * the storage's own atomicity is untouched: a process killed during a background write leaves the previous
@@ -124,27 +126,33 @@ class _Snapshot:
 class BackgroundWriter:
     """Runs one write job at a time on a background thread; see the module docstring.
 
-    The thread is started by the first job and kept while jobs keep coming (starting a thread per save costs
-    milliseconds on a loaded machine); it ends after :data:`IDLE_SECONDS` without work. It is a daemon thread:
-    the ``atexit`` handler of this module waits for its job, so a write in flight at exit still completes."""
-
-    #: How long the writer thread waits for the next job before it ends.
-    IDLE_SECONDS = 30.0
+    The thread is started by the first job of a fit and serves every later one (starting a thread per save costs
+    milliseconds on a loaded machine); :meth:`close`, at the end of the fit, finishes the pending job and joins
+    it, so no writer thread outlives its fit. It is a daemon thread: the ``atexit`` handler of this module waits
+    for its job, so a write in flight at exit still completes."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[Callable[[Callable[[str], None]], None]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Callable[[Callable[[str], None]], None] | None] = queue.SimpleQueue()
         self._idle = threading.Event()
         self._idle.set()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
         self._error_path = ""
         self._current_path = ""
+        #: Writes that a writer process carries out (:mod:`ember.core.checkpointing.writer_process`), set by the
+        #: first save that goes there; closed with the thread.
+        self.process: Any = None
         _WRITERS.add(self)
 
     @property
     def busy(self) -> bool:
-        return not self._idle.is_set()
+        return not self._idle.is_set() or (self.process is not None and self.process.busy)
+
+    @property
+    def running(self) -> bool:
+        """True while a writer thread or process is alive (between a fit's first save and its end)."""
+        return self._thread is not None or (self.process is not None and self.process.alive)
 
     def on_writer_thread(self) -> bool:
         """True when called from a job this writer runs."""
@@ -164,14 +172,9 @@ class BackgroundWriter:
 
     def _serve(self) -> None:
         while True:
-            try:
-                job = self._jobs.get(timeout=self.IDLE_SECONDS)
-            except queue.Empty:
-                with self._lock:
-                    if self._jobs.empty():
-                        self._thread = None
-                        return
-                continue
+            job = self._jobs.get()
+            if job is None:  # close()
+                return
             try:
                 job(self._at)
             except BaseException as exc:  # surfaced on the training thread by wait()
@@ -185,6 +188,8 @@ class BackgroundWriter:
 
     def wait(self) -> None:
         """Block until the write in flight is done; raise a CheckpointError naming the file if it failed."""
+        if self.process is not None:
+            self.process.wait()
         self._idle.wait()
         error, self._error = self._error, None
         if error is not None:
@@ -200,6 +205,19 @@ class BackgroundWriter:
             self.wait()
         except CheckpointError as exc:
             log.error("%s", exc)
+
+    def close(self) -> None:
+        """End of a fit: finish the pending write (logging a failure: the caller has waited already when one
+        must be raised), then stop the writer thread and process and join them."""
+        self.wait_quietly()
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join()
+        process, self.process = self.process, None
+        if process is not None:
+            process.close()
 
 
 def flush_all() -> None:

@@ -252,7 +252,7 @@ class Checkpointing:
                     built[weights_only] = writes.prepare(self.build(weights_only, batch_idx), path, self._buffers)
                 ops.append((op, path, built[weights_only]))
             if writes.background:
-                self.writer.submit(lambda at: writes.carry_out(hook, ops, at))
+                writes.submit(self.writer, hook, ops, self._buffers)
             else:
                 writes.carry_out(hook, ops, lambda path: None)
             if t.world_size > 1 and built:
@@ -396,6 +396,7 @@ class Checkpointing:
         else:
             self.writer.wait()
         finally:
+            self.writer.close()  # no writer thread or process outlives the fit
             self._buffers.clear()
             handlers.uninstall()
             self._deferring = False

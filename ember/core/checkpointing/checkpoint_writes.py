@@ -5,7 +5,9 @@ written.
 
 * **where**: in the background (the trainer's :class:`~ember.core.checkpointing.async_writer.BackgroundWriter`) while a fit
   trains and every plugin answering ``save_checkpoint`` itself is the storage or declares ``async_save``;
-  otherwise on the training thread;
+  otherwise on the training thread. In the background, a writer process
+  (:mod:`ember.core.checkpointing.writer_process`) when the storage declares ``writer = "process"`` and alone
+  answers ``save_checkpoint`` and ``remove_checkpoint`` in a single-process fit, else the writer thread;
 * **what the background gets**, taken on the training thread at the safe point so that training may go on:
   the stager's copy (a plugin answering ``save_checkpoint`` with ``stage_checkpoint(trainer, checkpoint)``,
   e.g. FSDP's, which copies its shards to host memory), the storage's bytes (``serialize_checkpoint``, for a
@@ -23,7 +25,8 @@ from typing import Any
 
 import torch
 
-from ember.core.checkpointing.async_writer import SnapshotBuffers, snapshot
+from ember.core.checkpointing import writer_process
+from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
 from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
 from ember.core.errors import CheckpointError, ConfigurationError
 
@@ -95,6 +98,11 @@ class Writes:
         self.serializer: Callable[[dict[str, Any]], Any] | None = serialize if (
             self.background and callable(serialize) and trainer.world_size == 1 and
             trainer.root_device.type == "cpu" and len(impls) == 1 and impls[0].plugin is self.storage) else None
+        removers = trainer.plugin_manager.hook.remove_checkpoint.get_hookimpls()
+        #: The storage's work goes to a writer process: no other plugin needs to see its calls.
+        self.process = self.background and getattr(self.storage, "writer", "thread") == "process" and \
+            trainer.world_size == 1 and [i.plugin for i in impls] == [self.storage] and \
+            [i.plugin for i in removers] == [self.storage]
 
     def prepare(self, checkpoint: dict[str, Any], path: str, buffers: SnapshotBuffers) -> Any:
         """What the storage gets for ``checkpoint`` (just built), checked to be plain data: itself for a write
@@ -104,6 +112,8 @@ class Writes:
         try:
             if self.stager is not None:
                 return self.stager(trainer=self.trainer, checkpoint=make_plain(checkpoint))
+            if self.process:  # copied into shared memory by submit()
+                return make_plain(checkpoint)
             if self.serializer is not None:
                 checkpoint = make_plain(checkpoint)
                 data = self.serializer(checkpoint) if small_enough(checkpoint) else None
@@ -117,6 +127,20 @@ class Writes:
                 f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
                 "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
                 "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
+
+    def submit(self, writer: BackgroundWriter, hook: Any, ops: list[Op], buffers: SnapshotBuffers) -> None:
+        """Hand ``ops`` (prepared at this safe point) to the writer process, or else to the writer thread."""
+        if self.process:
+            if writer.process is None:
+                writer.process = writer_process.WriterProcess(self.storage)
+            if writer.process.submit(ops):
+                return
+            snapshots: dict[int, Any] = {}  # a checkpoint the process cannot take: the thread writes a snapshot
+            for _, _, checkpoint in ops:
+                if checkpoint is not None and id(checkpoint) not in snapshots:
+                    snapshots[id(checkpoint)] = snapshot(checkpoint, buffers)
+            ops = [(op, path, None if c is None else snapshots[id(c)]) for op, path, c in ops]
+        writer.submit(lambda at: self.carry_out(hook, ops, at))
 
     def carry_out(self, hook: Any, ops: list[Op], at: Callable[[str], None]) -> None:
         """The storage work, in order (on the training thread or the writer's). A checkpoint already written to

@@ -42,15 +42,23 @@ class TorchCheckpointIO:
         loop's safe point (see docs/checkpoints.md). ``False`` writes them on the training thread, as
         ``trainer.save_checkpoint`` outside a fit always does. The option lives here, on the storage, because
         the storage decides whether its writes may run on another thread.
+    :param writer: where background writes run: ``"thread"`` (a writer thread of the training process) or
+        ``"process"`` (a writer process: the checkpoint's tensors go through shared memory, and serialising
+        happens outside the training process's interpreter lock; see docs/performance.md).
     """
+
+    WRITERS = ("thread", "process")
 
     role = "checkpoint_io"
     identity = "checkpoint_io.torch"
 
-    def __init__(self, async_save: bool = True) -> None:
+    def __init__(self, async_save: bool = True, writer: str = "thread") -> None:
         if not isinstance(async_save, bool):
             raise TypeError(f"TorchCheckpointIO(async_save={async_save!r}): pass True or False.")
+        if writer not in self.WRITERS:
+            raise ValueError(f"TorchCheckpointIO(writer={writer!r}): choose one of {', '.join(map(repr, self.WRITERS))}.")
         self.async_save = async_save
+        self.writer = writer
 
     @staticmethod
     def auto_select(config: Any) -> int:

@@ -1,0 +1,354 @@
+"""Checkpoint writes in a writer process, outside the training process's interpreter lock.
+
+A background thread still pickles under the training process's interpreter lock: ``torch.save`` calls back into
+Python for every object of a checkpoint, and the training thread waits meanwhile. With a storage that declares
+``writer = "process"`` (``TorchCheckpointIO(writer="process")``), the loop's safe point instead
+
+1. walks the checkpoint once (the plain-data check) and copies every tensor into one shared-memory buffer
+   (:class:`Arena`; allocated at the first save, reused while the checkpoint's tensors fit, grown otherwise);
+2. sends the writer process a small description: the checkpoint's containers, numbers and strings as they
+   are, each tensor replaced by its index in the buffer (:class:`SharedTensor`), the buffer's name and layout
+   (offset, dtype and shape per tensor), and the operations to carry out (save, link, remove, in order).
+
+The writer process rebuilds each tensor from the buffer, and calls the storage's own ``save_checkpoint``,
+``link_checkpoint`` and ``remove_checkpoint`` (with ``trainer=None``): serialise, write, fsync, rename. It
+answers each job with nothing or with its error, which the training process raises at the next save or flush
+as it does for the thread. Only data crosses the process boundary; the storage object is sent once, when the
+process starts, by reference to its class.
+
+The process is started (from a ``forkserver`` where the platform has one, so that starting it per fit costs a
+fork, not an import of torch) by the fit's first save and stopped and joined when the fit ends. If it dies
+(killed, out of memory), the job it held is written in this process from the shared buffer, the fit goes on
+with the writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
+a sparse or quantized tensor) is written by the thread, from a snapshot, as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+from collections import OrderedDict
+from collections.abc import Callable
+from multiprocessing import shared_memory
+from typing import Any
+
+import torch
+
+from ember.core.checkpointing.checkpoint_format import make_plain
+from ember.core.errors import CheckpointError
+
+log = logging.getLogger("ember")
+
+#: Offsets of the tensors in the shared buffer are multiples of this (any dtype can view its bytes).
+ALIGN = 64
+
+Layout = list[tuple[int, torch.dtype, tuple[int, ...]]]  # (offset, dtype, shape) per tensor
+Op = tuple[str, str, Any]
+
+
+class SharedTensor:
+    """Stands for the ``index``-th tensor of the shared buffer in a checkpoint's description."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return SharedTensor, (self.index,)
+
+
+class _Unsuitable(Exception):
+    """A tensor the shared buffer cannot hold as it is; the thread writes this checkpoint."""
+
+
+def describe(checkpoints: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
+    """The descriptions of plain ``checkpoints`` (each tensor replaced by a :class:`SharedTensor`) and the tensors,
+    in index order; the same tensor twice is one index. Raises ``_Unsuitable``."""
+    tensors: list[torch.Tensor] = []
+    memo: dict[int, SharedTensor] = {}
+
+    def place(tensor: torch.Tensor) -> SharedTensor:
+        shared = memo.get(id(tensor))
+        if shared is None:
+            if type(tensor) is not torch.Tensor or tensor.layout != torch.strided or tensor.is_quantized or \
+                    tensor.is_nested:
+                raise _Unsuitable(type(tensor).__name__)
+            memo[id(tensor)] = shared = SharedTensor(len(tensors))
+            tensors.append(tensor)
+        return shared
+
+    return [make_plain(c, tensor=place) for c in checkpoints], tensors
+
+
+def _views(buffer: torch.Tensor, layout: Layout) -> list[torch.Tensor]:
+    out = []
+    for offset, dtype, shape in layout:
+        nbytes = _nbytes(dtype, shape)
+        out.append(buffer[offset:offset + nbytes].view(dtype).view(shape))
+    return out
+
+
+def _nbytes(dtype: torch.dtype, shape: tuple[int, ...]) -> int:
+    numel = 1
+    for n in shape:
+        numel *= n
+    return numel * dtype.itemsize
+
+
+class Arena:
+    """The shared-memory buffer the training process copies a checkpoint's tensors into, and its views."""
+
+    def __init__(self) -> None:
+        self.memory: shared_memory.SharedMemory | None = None
+        self.layout: Layout = []
+        self.views: list[torch.Tensor] = []
+        self._retired: list[shared_memory.SharedMemory] = []
+
+    @property
+    def name(self) -> str:
+        return self.memory.name if self.memory is not None else ""
+
+    def place(self, tensors: list[torch.Tensor]) -> None:
+        """Copy ``tensors`` into the buffer (growing it when they do not fit); device tensors are copied
+        synchronously (the buffer is not pinned)."""
+        shapes = [(t.dtype, tuple(t.shape)) for t in tensors]
+        if self.memory is None or shapes != [(dtype, shape) for _, dtype, shape in self.layout]:
+            self._lay_out(shapes)
+        with torch.no_grad():
+            for view, tensor in zip(self.views, tensors, strict=True):
+                view.copy_(tensor)
+
+    def _lay_out(self, shapes: list[tuple[torch.dtype, tuple[int, ...]]]) -> None:
+        layout: Layout = []
+        end = 0
+        for dtype, shape in shapes:
+            layout.append((end, dtype, shape))
+            end += -(-_nbytes(dtype, shape) // ALIGN) * ALIGN
+        if self.memory is None or self.memory.size < end:
+            self._retire()
+            self.memory = shared_memory.SharedMemory(create=True, size=max(ALIGN, end + end // 4))
+        buffer = torch.frombuffer(self.memory.buf, dtype=torch.uint8)
+        try:
+            self.views = _views(buffer, layout)
+        except RuntimeError as exc:  # a dtype that cannot view bytes
+            self.layout, self.views = [], []
+            raise _Unsuitable(str(exc)) from None
+        self.layout = layout
+
+    def _retire(self) -> None:
+        """The current buffer is replaced: removed now, unmapped once nothing views it."""
+        self.views, self.layout = [], []
+        if self.memory is not None:
+            self.memory.unlink()
+            self._retired.append(self.memory)
+            self.memory = None
+        kept = []
+        for memory in self._retired:
+            try:
+                memory.close()
+            except BufferError:  # still viewed (a tensor not yet collected)
+                kept.append(memory)
+        self._retired = kept
+
+    def close(self) -> None:
+        self._retire()
+
+
+def rebuild(descriptions: list[Any], layout: Layout, buffer: torch.Tensor) -> list[Any]:
+    """The checkpoints the descriptions stand for, each tensor a copy of its bytes in ``buffer`` (with a storage
+    of its own, so that ``torch.save`` writes it alone)."""
+    tensors = [view.clone() for view in _views(buffer, layout)]
+
+    def walk(obj: Any) -> Any:
+        kind = type(obj)
+        if kind is SharedTensor:
+            return tensors[obj.index]
+        if kind is dict or kind is OrderedDict:
+            out = kind([(k, walk(v)) for k, v in obj.items()])
+            if kind is OrderedDict:
+                out.__dict__.update(vars(obj))  # a state_dict's _metadata
+            return out
+        if kind is list or kind is tuple:
+            return kind([walk(v) for v in obj])
+        return obj
+
+    return [walk(d) for d in descriptions]
+
+
+def carry_out(storage: Any, ops: list[Op], checkpoints: list[Any], at: Callable[[str], None]) -> None:
+    """The storage work of one safe point, in order; ``ops`` name checkpoints by index. A checkpoint already
+    written goes to its next file as a link when the storage can make one."""
+    written: dict[int, str] = {}
+    for op, path, index in ops:
+        at(path)
+        if op == "remove":
+            storage.remove_checkpoint(trainer=None, path=path)
+            continue
+        source = written.get(index)
+        if source is not None and storage.link_checkpoint(None, source, path):
+            continue
+        storage.save_checkpoint(trainer=None, checkpoint=checkpoints[index], path=path)
+        written[index] = path
+
+
+def _serve(conn: multiprocessing.connection.Connection, storage: Any, setup: Callable[[], None] | None) -> None:
+    """The writer process: one job at a time, until told to stop or the training process is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the fit, which then stops this process
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    if setup is not None:
+        setup()
+    memory: shared_memory.SharedMemory | None = None
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):  # the training process is gone: the file written last is complete
+            return
+        if job is None:
+            return
+        name, layout, descriptions, ops = job
+        path: list[str] = []
+        try:
+            if memory is None or memory.name != name:
+                if memory is not None:
+                    with contextlib.suppress(BufferError):
+                        memory.close()
+                memory = shared_memory.SharedMemory(name=name)
+            checkpoints = rebuild(descriptions, layout, torch.frombuffer(memory.buf, dtype=torch.uint8))
+            carry_out(storage, ops, checkpoints, path.append)
+            del checkpoints
+            conn.send(None)
+        except BaseException as exc:  # reported to the training process
+            conn.send((path[-1] if path else "", type(exc).__name__, str(exc), isinstance(exc, CheckpointError)))
+
+
+def _context() -> Any:
+    """A forkserver (a fork per start, torch imported once) where there is one; else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["__main__", __name__])  # no effect once the forkserver runs
+    return ctx
+
+
+#: Called in the writer process before it serves (tests use it to slow a write down); a module-level function.
+child_setup: Callable[[], None] | None = None
+
+
+class WriterProcess:
+    """One fit's writer process (see the module docstring): at most one job in flight."""
+
+    def __init__(self, storage: Any) -> None:
+        self.storage = storage
+        self.arena = Arena()
+        self.failed = False
+        self._process: Any = None
+        self._conn: multiprocessing.connection.Connection | None = None
+        self._pending: tuple[list[Any], list[Op]] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self._pending is not None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def submit(self, ops: list[Op]) -> bool:
+        """Wait for the job in flight, then hand the writer process ``ops`` (checkpoints as plain dicts); False
+        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed."""
+        self.wait()
+        if self.failed:
+            return False
+        index: dict[int, int] = {}
+        checkpoints: list[Any] = []
+        for _, _, checkpoint in ops:
+            if checkpoint is not None and id(checkpoint) not in index:
+                index[id(checkpoint)] = len(checkpoints)
+                checkpoints.append(checkpoint)
+        try:
+            descriptions, tensors = describe(checkpoints)
+            self.arena.place(tensors)
+        except _Unsuitable:
+            return False
+        jobs = [(op, path, None if c is None else index[id(c)]) for op, path, c in ops]
+        if self._process is None:
+            self._start()
+        self._pending = (descriptions, jobs)
+        try:
+            assert self._conn is not None
+            self._conn.send((self.arena.name, self.arena.layout, descriptions, jobs))
+        except OSError:  # already dead: written by wait()
+            pass
+        return True
+
+    def _start(self) -> None:
+        ctx = _context()
+        parent, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(child, self.storage, child_setup),
+                                    name="ember-checkpoint-writer", daemon=True)
+        self._process.start()
+        child.close()  # so that the process's death reads as the end of the pipe
+        self._conn = parent
+
+    def wait(self) -> None:
+        """Block until the job in flight is done; raise a CheckpointError naming the file if it failed."""
+        if self._pending is None:
+            return
+        pending = self._pending
+        try:
+            assert self._conn is not None
+            answer = self._conn.recv()
+        except (EOFError, OSError):
+            self._pending = None
+            self._died(pending)
+            return
+        self._pending = None
+        if answer is not None:
+            path, kind, message, own = answer
+            if own:
+                raise CheckpointError(message)
+            raise CheckpointError(f"writing {path or 'a checkpoint'} in the writer process failed: {kind}: "
+                                  f"{message}. The previous file at that path, if any, is intact; fix the cause "
+                                  "(disk space, permissions) or save synchronously with "
+                                  "Trainer(checkpoint_io=TorchCheckpointIO(async_save=False)).")
+
+    def _died(self, pending: tuple[list[Any], list[Op]]) -> None:
+        """The process ended without answering: write its job here, and use the writer thread from now on."""
+        self.failed = True
+        code = self._process.exitcode if self._process is not None else None
+        if self._process is not None:
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+        log.warning("the checkpoint writer process ended (exit code %s); writing its checkpoint in the training "
+                    "process, and the rest of this fit's checkpoints on a writer thread", code)
+        descriptions, jobs = pending
+        assert self.arena.memory is not None
+        buffer = torch.frombuffer(self.arena.memory.buf, dtype=torch.uint8)
+        carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, buffer), lambda path: None)
+
+    def close(self) -> None:
+        """Finish the job in flight (logging a failure), stop the process and join it, free the buffer."""
+        try:
+            self.wait()
+        except CheckpointError as exc:
+            log.error("%s", exc)
+        if self._conn is not None:
+            try:
+                self._conn.send(None)
+            except OSError:
+                pass
+            self._conn.close()
+            self._conn = None
+        if self._process is not None:
+            self._process.join()
+            self._process = None
+        self.arena.close()
