@@ -12,6 +12,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
@@ -110,7 +111,13 @@ class TrainerProperties:
 
     @property
     def accumulate_grad_batches(self) -> int:
+        """Batches per optimizer step. Settable (between epochs, as Lightning's ``GradientAccumulationScheduler``
+        does): the loop reads it at every batch."""
         return self.config.accumulate_grad_batches
+
+    @accumulate_grad_batches.setter
+    def accumulate_grad_batches(self, value: int) -> None:
+        self.config = attrs.evolve(self.config, accumulate_grad_batches=value)
 
     # -- the debugging and optimization arguments, as Lightning's Trainer shows them -------------------------
     @property
