@@ -65,13 +65,47 @@ def public_names(module: types.ModuleType) -> list[str]:
     return sorted(found)
 
 
+#: Trainer arguments whose effect on the Trainer's attributes (below) is recorded.
+TRAINER_SCENARIOS = {
+    "defaults": {},
+    "fast_dev_run": {"fast_dev_run": True},
+    "fast_dev_run_3": {"fast_dev_run": 3},
+    "limits": {"limit_train_batches": 0.5, "limit_val_batches": 2, "limit_test_batches": 3,
+               "limit_predict_batches": 0.25, "val_check_interval": 0.25, "log_every_n_steps": 7,
+               "gradient_clip_val": 0.5, "gradient_clip_algorithm": "value", "num_sanity_val_steps": -1,
+               "check_val_every_n_epoch": 2, "accumulate_grad_batches": 3},
+    "overfit": {"overfit_batches": 2},
+}
+TRAINER_ATTRIBUTES = ("fast_dev_run", "limit_train_batches", "limit_val_batches", "limit_test_batches",
+                      "limit_predict_batches", "overfit_batches", "val_check_interval", "check_val_every_n_epoch",
+                      "num_sanity_val_steps", "log_every_n_steps", "gradient_clip_val", "gradient_clip_algorithm",
+                      "accumulate_grad_batches")
+
+
+def trainer_attributes(trainer_class: type) -> dict[str, dict[str, object]]:
+    """Each scenario's Trainer attributes, as plain values (an enum as its value, infinity as "inf")."""
+    out = {}
+    for name, kwargs in TRAINER_SCENARIOS.items():
+        trainer = trainer_class(accelerator="cpu", logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False, **kwargs)
+        values: dict[str, object] = {}
+        for attr in TRAINER_ATTRIBUTES:
+            value = getattr(trainer, attr)
+            value = getattr(value, "value", value)
+            values[attr] = "inf" if value == float("inf") else value
+        out[name] = values
+    return out
+
+
 def main() -> None:
     import lightning
+    import lightning.pytorch
 
     record: dict[str, object] = {"lightning_version": lightning.__version__}
     for name in MODULES:
         module = importlib.import_module(name)
         record[name] = public_names(module)
+    record["trainer_attributes"] = trainer_attributes(lightning.pytorch.Trainer)
     json.dump(record, sys.stdout, indent=1)
     sys.stdout.write("\n")
 

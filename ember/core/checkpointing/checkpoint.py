@@ -262,9 +262,9 @@ class Checkpointing:
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:
-        """The run's plugins, registered for the duration (already so inside a run)."""
+        """The run's plugins, registered for the duration (already so inside a run, its ``on_exception`` included)."""
         t = self.trainer
-        if t.state.status == "running":
+        if t.state.status == "running" or t.plugin_manager.has_plugin("core.defaults"):
             yield t.hook
             return
         registered = t.register_run_plugins(t.module, t.datamodule)

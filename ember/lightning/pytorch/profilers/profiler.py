@@ -130,6 +130,19 @@ class Profiler(ABC):
             self._ember_finish()
 
 
+def _timed_event(self: Any) -> None:
+    """An event a profiler implements only so that the loop calls it (and the monitoring times it)."""
+
+
+#: The events a profiler makes the loop call, so that each run's stages, epochs and batches show as actions.
+TIMED_EVENTS = tuple(f"on_{stage}_{what}" for stage in ("train", "validation", "test", "predict")
+                     for what in ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end")) + \
+    ("on_sanity_check_start", "on_sanity_check_end", "on_fit_start", "on_fit_end")
+for _event in TIMED_EVENTS:
+    setattr(Profiler, f"_ember_timed_{_event}",
+            hookimpl(specname=_event)(type(_timed_event)(_timed_event.__code__, globals(), f"_ember_timed_{_event}")))
+
+
 class PassThroughProfiler(Profiler):
     """A profiler that records nothing."""
 
