@@ -52,7 +52,7 @@ class BaseFinetuning(Callback):
             for m in modules:
                 found.extend(BaseFinetuning.flatten_modules(m))
             return found
-        return [m for m in modules.modules() if not list(m.children()) or m._parameters]
+        return [m for m in modules.modules() if not list(m.children()) or list(m.parameters(recurse=False))]
 
     @staticmethod
     def filter_params(modules: Modules, train_bn: bool = True, requires_grad: bool = True) -> Iterable[torch.nn.Parameter]:

@@ -79,7 +79,7 @@ class ModelPruning(Callback):
             return self._parameters_to_prune
         return [(m, name) for m in pl_module.modules() for name in self._parameter_names
                 if getattr(m, name, None) is not None and isinstance(getattr(m, name), torch.Tensor)
-                and (name in m._parameters or f"{name}_orig" in m._parameters)]
+                and ({name, f"{name}_orig"} & {n for n, _ in m.named_parameters(recurse=False)})]
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if stage == "fit":
@@ -140,9 +140,9 @@ class ModelPruning(Callback):
     def make_pruning_permanent(self, module: torch.nn.Module) -> None:
         """Remove the pruning masks and keep the pruned weights as plain parameters."""
         for sub in module.modules():
-            for hook in list(sub._forward_pre_hooks.values()):
-                if isinstance(hook, prune.BasePruningMethod):
-                    prune.remove(sub, hook._tensor_name)
+            for name, _ in list(sub.named_parameters(recurse=False)):
+                if name.endswith("_orig") and hasattr(sub, name[:-len("_orig")] + "_mask"):
+                    prune.remove(sub, name[:-len("_orig")])
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self._make_pruning_permanent:

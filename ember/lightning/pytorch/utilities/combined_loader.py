@@ -42,21 +42,30 @@ def _is_leaf(obj: Any) -> bool:
     return not isinstance(obj, (dict, list, tuple))
 
 
+def _combined_length(mode: str, loaders: list[Any]) -> int | None:
+    lengths = [sized_len(it) for it in loaders]
+    sizes = [n for n in lengths if n is not None]
+    if len(sizes) != len(lengths):
+        return None
+    if not sizes:
+        return 0
+    return min(sizes) if mode == "min_size" else sum(sizes) if mode == "sequential" else max(sizes)
+
+
 class _Together:
     """The batches of several loaders together, as one iterable (a combined mode's view for the Trainer)."""
 
-    def __init__(self, owner: CombinedLoader) -> None:
-        self.owner = owner
+    def __init__(self, mode: str, loaders: list[Any], spec: pytree.TreeSpec) -> None:
+        self.mode, self.loaders, self.spec = mode, loaders, spec
 
     def __len__(self) -> int:
-        length = self.owner._length()
+        length = _combined_length(self.mode, self.loaders)
         if length is None:
             raise TypeError("a CombinedLoader over loaders without a length has no length")
         return length
 
     def __iter__(self) -> Iterator[Any]:
-        owner = self.owner
-        loaders = owner.flattened
+        loaders = self.loaders
         iterators: list[Iterator[Any]] = [iter(it) for it in loaders]
         exhausted = [False] * len(iterators)
         while iterators:
@@ -67,15 +76,15 @@ class _Together:
                     continue
                 except StopIteration:
                     exhausted[i] = True
-                if owner.mode == "min_size" or all(exhausted):
+                if self.mode == "min_size" or all(exhausted):
                     return
-                if owner.mode == "max_size":  # an exhausted loader gives None until the longest ends
+                if self.mode == "max_size":  # an exhausted loader gives None until the longest ends
                     iterators[i] = iter(())
                     values.append(None)
                 else:  # max_size_cycle: start this one again
                     iterators[i] = iter(loaders[i])
                     values.append(next(iterators[i]))
-            yield tree_unflatten(values, owner._spec)
+            yield tree_unflatten(values, self.spec)
 
 
 class CombinedLoader(Iterable):
@@ -117,21 +126,8 @@ class CombinedLoader(Iterable):
     def batch_sampler(self) -> Any:
         return tree_unflatten([getattr(it, "batch_sampler", None) for it in self._flattened], self._spec)
 
-    def _length(self) -> int | None:
-        lengths = [sized_len(it) for it in self._flattened]
-        if any(n is None for n in lengths):
-            return None
-        sizes = [n for n in lengths if n is not None]
-        if not sizes:
-            return 0
-        if self._mode == "min_size":
-            return min(sizes)
-        if self._mode == "sequential":
-            return sum(sizes)
-        return max(sizes)
-
     def __len__(self) -> int:
-        length = self._length()
+        length = _combined_length(self._mode, self._flattened)
         if length is None:
             raise TypeError("a CombinedLoader over loaders without a length has no length")
         return length
@@ -142,13 +138,13 @@ class CombinedLoader(Iterable):
                 for batch_idx, batch in enumerate(loader):
                     yield batch, batch_idx, dataloader_idx
             return
-        for batch_idx, batch in enumerate(_Together(self)):
+        for batch_idx, batch in enumerate(_Together(self._mode, self._flattened, self._spec)):
             yield batch, batch_idx, 0
 
     def stage_loaders(self) -> list[Any]:
         """What ember's Trainer runs: each loader for ``"sequential"``, else one iterable of the combined
         batches."""
-        return list(self._flattened) if self._mode == "sequential" else [_Together(self)]
+        return list(self._flattened) if self._mode == "sequential" else [_Together(self._mode, self._flattened, self._spec)]
 
     def reset(self) -> None:
         """Nothing to reset: each iteration starts the loaders afresh."""
