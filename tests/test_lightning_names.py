@@ -212,7 +212,7 @@ def test_attribute_dict_move_data_and_helpers() -> None:
 
 
 def test_types_annotate_a_module() -> None:
-    from ember.lightning.pytorch.utilities.types import LRSchedulerConfig, OptimizerLRScheduler, STEP_OUTPUT
+    from ember.lightning.pytorch.utilities.types import STEP_OUTPUT, LRSchedulerConfig, OptimizerLRScheduler
 
     class Model(BoringModel):
         def training_step(self, batch: Any, batch_idx: int) -> STEP_OUTPUT:

@@ -8,9 +8,9 @@ object with ``@ember.hookimpl`` methods needs no base class and receives its arg
 
 from __future__ import annotations
 
-from ember.core.hooks.plugin_manager import EVENT_HOOKS
 from typing import Any
 
+from ember.core.hooks.plugin_manager import EVENT_HOOKS
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 

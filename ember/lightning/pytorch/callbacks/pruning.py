@@ -13,9 +13,9 @@ from ember.core.api.callback import Callback
 from ember.core.errors import ConfigurationError
 
 log = logging.getLogger("ember")
-_FUNCTIONS = {"l1_unstructured": prune.l1_unstructured, "random_unstructured": prune.random_unstructured,
+_FUNCTIONS: dict[str, Callable[..., Any]] = {"l1_unstructured": prune.l1_unstructured, "random_unstructured": prune.random_unstructured,
               "ln_structured": prune.ln_structured, "random_structured": prune.random_structured}
-_GLOBAL = {"l1_unstructured": prune.L1Unstructured, "random_unstructured": prune.RandomUnstructured}
+_GLOBAL: dict[str, Any] = {"l1_unstructured": prune.L1Unstructured, "random_unstructured": prune.RandomUnstructured}
 
 
 class ModelPruning(Callback):
@@ -60,7 +60,7 @@ class ModelPruning(Callback):
             if key.endswith("_structured") and pruning_dim is None:
                 raise ConfigurationError(f"ModelPruning({key!r}) needs pruning_dim.")
             self._global = use_global_unstructured and key in _GLOBAL
-            self._method = key
+            self._method: str | Callable[..., Any] = key
         else:
             self._global = False
             self._method = pruning_fn
@@ -93,7 +93,7 @@ class ModelPruning(Callback):
         """Prune ``amount`` of the parameters now."""
         targets = self._targets_cache
         if self._global:
-            prune.global_unstructured(targets, pruning_method=_GLOBAL[self._method], amount=amount)
+            prune.global_unstructured(targets, pruning_method=_GLOBAL[str(self._method)], amount=amount)
             return
         for module, name in targets:
             if callable(self._method):
@@ -103,7 +103,7 @@ class ModelPruning(Callback):
             elif self._method == "random_structured":
                 prune.random_structured(module, name, amount=amount, dim=self.pruning_dim)
             else:
-                _FUNCTIONS[self._method](module, name, amount=amount)
+                _FUNCTIONS[str(self._method)](module, name, amount=amount)
 
     def apply_lottery_ticket_hypothesis(self) -> None:
         """Set the weights that remain to their values when the fit started (or new random ones)."""

@@ -168,6 +168,11 @@ class DemoModel(LightningModule):
 class _SplitDataModule(LightningDataModule):
     """A DataModule whose ``*_dataloader()`` wrap the dataset its ``setup(stage)`` made for that stage."""
 
+    random_train: Any
+    random_val: Any
+    random_test: Any
+    random_predict: Any
+
     def _make(self, stage: str) -> Any:
         raise NotImplementedError
 

@@ -104,9 +104,11 @@ class Logger(ABC):
 
     def log_graph(self, model: torch.nn.Module, input_array: torch.Tensor | None = None) -> None:
         """Record the model's graph (called once per fit, after ``log_hyperparams``; the default does nothing)."""
+        return None
 
     def save(self) -> None:
         """Write what is buffered (called after every ``log_metrics``; the default does nothing)."""
+        return None
 
     def finalize(self, status: str) -> None:
         """The run ended: ``"success"`` or ``"failed"`` (the default calls :meth:`save`)."""
@@ -114,6 +116,7 @@ class Logger(ABC):
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
         """Lightning calls this after ``ModelCheckpoint`` writes a file; ember does not (the default does nothing)."""
+        return None
 
     # -- ember's hooks, calling the methods above ----------------------------------------------------------
     @hookimpl(specname="log_metrics")

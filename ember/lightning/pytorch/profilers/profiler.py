@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import types
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any
@@ -123,6 +124,7 @@ class Profiler(ABC):
     @hookimpl(specname="teardown")
     def _ember_teardown(self) -> None:
         """Implemented so that the loop calls ``teardown`` (the monitoring sees it and ends the report)."""
+        return None
 
     @hookimpl(specname="on_exception")
     def _ember_on_exception(self, trainer: Any) -> None:
@@ -138,9 +140,9 @@ def _timed_event(self: Any) -> None:
 TIMED_EVENTS = tuple(f"on_{stage}_{what}" for stage in ("train", "validation", "test", "predict")
                      for what in ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch_end")) + \
     ("on_sanity_check_start", "on_sanity_check_end", "on_fit_start", "on_fit_end")
-for _event in TIMED_EVENTS:
-    setattr(Profiler, f"_ember_timed_{_event}",
-            hookimpl(specname=_event)(type(_timed_event)(_timed_event.__code__, globals(), f"_ember_timed_{_event}")))
+for _event in TIMED_EVENTS:  # one function object each: pluggy keeps its options on the function
+    _copy = types.FunctionType(_timed_event.__code__, globals(), f"_ember_timed_{_event}")
+    setattr(Profiler, f"_ember_timed_{_event}", hookimpl(specname=_event)(_copy))
 
 
 class PassThroughProfiler(Profiler):

@@ -7,7 +7,7 @@ They are annotations: ember's loop accepts every shape they describe. ``LRSchedu
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional, Protocol, TypedDict, Union, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import torch
 from torch.optim import Optimizer
@@ -16,14 +16,14 @@ from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
 from ember.core.loop.optim import SchedulerConfig as LRSchedulerConfig
 
 #: What ``training_step`` and the other steps may return: a loss tensor, a dict with ``"loss"``, or None.
-STEP_OUTPUT = Optional[Union[torch.Tensor, Mapping[str, Any]]]
+STEP_OUTPUT = torch.Tensor | Mapping[str, Any] | None
 #: What ``train_dataloader()`` may return (a loader, or a collection of loaders).
 TRAIN_DATALOADERS = Any
 #: What ``val_dataloader()``/``test_dataloader()``/``predict_dataloader()`` may return.
 EVAL_DATALOADERS = Any
 #: ``trainer.validate()``/``test()``'s result: one dict per loader.
 _EVALUATE_OUTPUT = list[Mapping[str, float]]
-_PREDICT_OUTPUT = Union[list[Any], list[list[Any]]]
+_PREDICT_OUTPUT = list[Any] | list[list[Any]]
 
 
 @runtime_checkable
@@ -41,19 +41,19 @@ class LRSchedulerTypeProtocol(Protocol):
 
 #: The scheduler classes (types) Lightning names.
 LRSchedulerTypeTuple = (LRScheduler, ReduceLROnPlateau)
-LRSchedulerTypeUnion = Union[LRScheduler, ReduceLROnPlateau]
-LRSchedulerPLType = Union[LRScheduler, ReduceLROnPlateau]
+LRSchedulerTypeUnion = LRScheduler | ReduceLROnPlateau
+LRSchedulerPLType = LRScheduler | ReduceLROnPlateau
 
 
 class LRSchedulerConfigType(TypedDict, total=False):
     """The dict form of a scheduler in ``configure_optimizers``' return value."""
 
     scheduler: Any
-    name: Optional[str]
+    name: str | None
     interval: str
     frequency: int
     reduce_on_plateau: bool
-    monitor: Optional[str]
+    monitor: str | None
     strict: bool
 
 
@@ -72,15 +72,10 @@ class OptimizerLRSchedulerConfig(TypedDict, total=False):
 
 
 #: Every return shape of ``configure_optimizers``.
-OptimizerLRScheduler = Optional[Union[
-    Optimizer,
-    Sequence[Optimizer],
-    tuple[Sequence[Optimizer], Sequence[Union[LRSchedulerTypeUnion, LRSchedulerConfigType]]],
-    OptimizerConfig,
-    OptimizerLRSchedulerConfig,
-    Sequence[OptimizerConfig],
-    Sequence[OptimizerLRSchedulerConfig],
-]]
+OptimizerLRScheduler = (Optimizer | Sequence[Optimizer]
+                        | tuple[Sequence[Optimizer], Sequence[LRSchedulerTypeUnion | LRSchedulerConfigType]]
+                        | OptimizerConfig | OptimizerLRSchedulerConfig | Sequence[OptimizerConfig]
+                        | Sequence[OptimizerLRSchedulerConfig] | None)
 
 
 @runtime_checkable
