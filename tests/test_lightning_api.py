@@ -71,9 +71,12 @@ def test_lightning_names_are_embers_objects() -> None:
 
 def test_a_lightning_name_ember_lacks_says_the_ember_way() -> None:
     import ember.lightning.callbacks as callbacks
+    from ember.lightning._names import UnsupportedError
 
-    with pytest.raises(AttributeError, match="accumulate_grad_batches"):
-        callbacks.GradientAccumulationScheduler  # noqa: B018
+    with pytest.raises(UnsupportedError, match="ember.plugins.callbacks.ema.EMA"):
+        callbacks.WeightAveraging()  # the name imports; using it says what to use
+    with pytest.raises(AttributeError, match="NoSuchCallback"):
+        callbacks.NoSuchCallback  # noqa: B018
 
 
 def test_nothing_outside_ember_lightning_imports_it() -> None:

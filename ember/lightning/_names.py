@@ -11,15 +11,32 @@ from typing import Any
 def lazy_names(module: str, aliases: dict[str, tuple[str, str]], missing: dict[str, str],
                kind: str = "") -> Callable[[str], Any]:
     """A module ``__getattr__``: ``aliases[name]`` is ``(ember module, ember class)``, imported when first asked
-    for; ``missing[name]`` says what to use instead of a Lightning name ember has no class for (``kind``, e.g.
-    ``" callback"``, follows the name in that error)."""
+    for; ``missing[name]`` says what to use instead of a Lightning name ember has no class for: the name imports,
+    as a class that raises that message when used (``kind``, e.g. ``" callback"``, follows the name in it)."""
+    made: dict[str, type] = {}
 
     def __getattr__(name: str) -> Any:
         found = aliases.get(name)
         if found is not None:
             return getattr(importlib.import_module(found[0]), found[1])
         if name in missing:
-            raise AttributeError(f"ember has no {name}{kind}: {missing[name]}.")
+            if name not in made:
+                made[name] = unsupported(name, f"ember has no {name}{kind}: {missing[name]}.", module)
+            return made[name]
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+class UnsupportedError(NotImplementedError):
+    """A Lightning name that ember provides only so that imports work: using it raises this, saying what to use."""
+
+
+def unsupported(name: str, message: str, module: str = __name__) -> type:
+    """A class named ``name`` that imports (and can be subclassed, or named in ``isinstance``) but raises
+    :class:`UnsupportedError` with ``message`` when it, or a subclass, is instantiated."""
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        raise UnsupportedError(message)
+
+    return type(name, (), {"__init__": __init__, "__module__": module, "__doc__": message})

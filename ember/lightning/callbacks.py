@@ -1,8 +1,8 @@
 """Lightning's callback names for ember's callbacks (``from ember.lightning.callbacks import ModelCheckpoint``).
 
 Each class is imported when first used; its arguments are ember's (docs/migration.md lists where they differ).
-A Lightning name without an ember class that takes the same arguments raises an ``AttributeError`` that says
-what to use instead.
+A Lightning name without an ember class that takes the same arguments imports, and raises an error that says
+what to use instead when it is used.
 """
 
 from __future__ import annotations
@@ -21,28 +21,31 @@ ALIASES = {
     "TQDMProgressBar": ("ember.plugins.progress.tqdm_bar", "TQDMProgressBar"),
     "RichProgressBar": ("ember.plugins.progress.rich_bar", "RichProgressBar"),
     "ProgressBar": ("ember.plugins.progress", "ProgressBar"),
+    # built for Lightning's names, on ember's hooks (ember.lightning.pytorch.callbacks.*)
+    "Checkpoint": ("ember.lightning.pytorch.callbacks.checkpoint", "Checkpoint"),
+    "LambdaCallback": ("ember.lightning.pytorch.callbacks.lambda_function", "LambdaCallback"),
+    "BasePredictionWriter": ("ember.lightning.pytorch.callbacks.prediction_writer", "BasePredictionWriter"),
+    "OnExceptionCheckpoint": ("ember.lightning.pytorch.callbacks.on_exception_checkpoint", "OnExceptionCheckpoint"),
+    "GradientAccumulationScheduler": ("ember.lightning.pytorch.callbacks.gradient_accumulation_scheduler",
+                                      "GradientAccumulationScheduler"),
+    "BaseFinetuning": ("ember.lightning.pytorch.callbacks.finetuning", "BaseFinetuning"),
+    "BackboneFinetuning": ("ember.lightning.pytorch.callbacks.finetuning", "BackboneFinetuning"),
+    "LearningRateFinder": ("ember.lightning.pytorch.callbacks.finders", "LearningRateFinder"),
+    "BatchSizeFinder": ("ember.lightning.pytorch.callbacks.finders", "BatchSizeFinder"),
+    "DeviceStatsMonitor": ("ember.lightning.pytorch.callbacks.monitors", "DeviceStatsMonitor"),
+    "ThroughputMonitor": ("ember.lightning.pytorch.callbacks.monitors", "ThroughputMonitor"),
+    "SpikeDetection": ("ember.lightning.pytorch.callbacks.monitors", "SpikeDetection"),
+    "ModelPruning": ("ember.lightning.pytorch.callbacks.pruning", "ModelPruning"),
+    "RichModelSummary": ("ember.lightning.pytorch.callbacks.rich_model_summary", "RichModelSummary"),
 }
-#: Lightning callbacks ember has no class for, with the ember way.
+#: Lightning callbacks ember has no class for with Lightning's arguments: the name imports, and using it says
+#: the ember way.
 MISSING = {
-    "GradientAccumulationScheduler": "pass Trainer(accumulate_grad_batches=N)",
-    "BackboneFinetuning": "unfreeze layers yourself in on_train_epoch_start",
-    "BaseFinetuning": "unfreeze layers yourself in on_train_epoch_start",
-    "BatchSizeFinder": "use ember.tuner (`ember tune`, Tuner.scale_batch_size)",
-    "LearningRateFinder": "use ember.tuner (Tuner.lr_find)",
-    "DeviceStatsMonitor": "log torch.cuda.memory_allocated() yourself with self.log",
-    "LambdaCallback": "subclass ember.lightning.Callback",
-    "ModelPruning": "call torch.nn.utils.prune in a callback",
-    "OnExceptionCheckpoint": "ModelCheckpoint(save_last=True) with resume (ckpt_path='last')",
-    "SpikeDetection": "use the nan-guard or loss-check callbacks",
-    "ThroughputMonitor": "measure with a callback of your own",
-    # these exist in ember with other arguments, so the Lightning name would misread a call
-    "BasePredictionWriter": "use ember.plugins.callbacks.PredictionWriter(output_dir, write_interval); its "
-                            "write_on_batch_end takes (trainer, prediction, batch_idx, dataloader_idx)",
     "EMAWeightAveraging": "use ember.plugins.callbacks.ema.EMA(decay=, every_n_steps=, start_step=)",
     "WeightAveraging": "use ember.plugins.callbacks.ema.EMA or ember.plugins.callbacks.swa.SWA",
 }
 
-__all__ = ["Callback", *ALIASES]
+__all__ = ["Callback", *ALIASES, *MISSING]
 
 
 __getattr__ = lazy_names(__name__, ALIASES, MISSING, " callback")

@@ -10,12 +10,13 @@ ALIASES = {
     "TensorBoardLogger": ("ember.plugins.loggers.tensorboard_logger", "TensorBoardLogger"),
     "MLFlowLogger": ("ember.plugins.loggers.mlflow_logger", "MLFlowLogger"),
     "WandbLogger": ("ember.plugins.loggers.wandb_logger", "WandbLogger"),
+    "Logger": ("ember.lightning.pytorch.loggers.logger", "Logger"),
 }
-MISSING = {"CometLogger": "write a logger plugin (docs/writing-plugins.md)",
-           "NeptuneLogger": "write a logger plugin (docs/writing-plugins.md)",
-           "Logger": "a logger is any plugin with log_metrics/log_hyperparams hooks (docs/writing-plugins.md)"}
+MISSING = {"CometLogger": "subclass ember.lightning.pytorch.loggers.Logger and call comet_ml in it",
+           "NeptuneLogger": "subclass ember.lightning.pytorch.loggers.Logger and call neptune in it",
+           "LitLogger": "subclass ember.lightning.pytorch.loggers.Logger and call litlogger in it"}
 
-__all__ = list(ALIASES)
+__all__ = [*ALIASES, *MISSING]
 
 
 __getattr__ = lazy_names(__name__, ALIASES, MISSING)

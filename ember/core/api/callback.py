@@ -8,14 +8,28 @@ object with ``@ember.hookimpl`` methods needs no base class and receives its arg
 
 from __future__ import annotations
 
+from typing import Any
+
 from ember.core.hooks.plugin_manager import EVENT_HOOKS
-from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks
+from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 
 class Callback:
     """Subclass and override the event hooks you need (``on_train_batch_end(self, trainer, pl_module, outputs,
     batch, batch_idx)``, ...); pass instances in ``Trainer(callbacks=[...])``. A callback that defines
     ``state_dict()`` and ``load_state_dict(state)`` has its state saved in checkpoints (under its identity)."""
+
+    @property
+    def state_key(self) -> str:
+        """The key of this callback's state in checkpoints. Lightning's default is the class name; in ember a
+        callback that does not override this property is kept under its identity instead (unique per Trainer, so
+        two callbacks of one class are both kept). Override it (``self._generate_state_key(monitor=...)``) to
+        choose the key."""
+        return type(self).__qualname__
+
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        """``ClassName{kwargs}``: a state key that tells apart instances of one class built with other arguments."""
+        return f"{type(self).__qualname__}{kwargs!r}"
 
     def state_dict(self) -> dict:
         """The callback's state for checkpoints (override; the default keeps none)."""
@@ -25,5 +39,6 @@ class Callback:
         """Restore what :meth:`state_dict` returned (override)."""
 
 
+base_hook(Callback.state_key.fget)  # type: ignore[attr-defined]  # (a default: the identity is used instead)
 setattr(Callback, STYLE_ATTR, "callback")
 add_base_hooks(Callback, sorted(EVENT_HOOKS - {"prepare_data", "configure_model"}))

@@ -13,6 +13,7 @@ position, as LightningModule's do (:mod:`ember.core.hooks.positional`); the over
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import os
 from collections.abc import Callable, Generator, Mapping
@@ -76,7 +77,14 @@ class HyperparametersMixin:
             assert current is not None and current.f_back is not None
             frame = current.f_back
         self.hparams.update(hparams_of_caller(frame, args, ignore))
+        self.__dict__["_hparams_initial"] = copy.deepcopy(dict(self.hparams))
         self.__dict__["_log_hyperparams"] = logger
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """A copy of ``hparams`` as ``save_hyperparameters`` stored them (later changes to ``hparams`` do not show
+        here); empty before it is called."""
+        return AttributeDict(copy.deepcopy(self.__dict__.get("_hparams_initial", {})))
 
 
 class Module(HyperparametersMixin, torch.nn.Module):
@@ -84,6 +92,12 @@ class Module(HyperparametersMixin, torch.nn.Module):
 
     #: Set to False to step optimizers yourself in ``training_step`` (``manual_backward``, ``optimizers()``).
     automatic_optimization: bool = True
+    #: False: checkpoints load into this module with ``strict=False`` (resume, and ``load_from_checkpoint``
+    #: without ``strict``), as LightningModule's ``strict_loading``.
+    strict_loading: bool = True
+    #: An example input (Lightning's name): used by ``to_onnx``/``to_torchscript``/``export`` when no sample is
+    #: given. None until set.
+    example_input_array: Any = None
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
                                             "global_rank", "local_rank", "hparams", "logger", "loggers", "on_gpu"]
@@ -332,7 +346,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     # -- checkpoints -------------------------------------------------------------------------------------
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
-                             strict: bool = True, weights_only: bool = True, checkpoint_io: Any = "torch",
+                             strict: bool | None = None, weights_only: bool = True, checkpoint_io: Any = "torch",
                              **overrides: Any) -> Any:
         """Build the module from a checkpoint: ``cls(**saved hyperparameters, **overrides)``, then its weights.
 
@@ -341,7 +355,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         to the CPU first. ``weights_only=False`` allows files holding arbitrary Python objects (only for files
         you trust). Reads ember checkpoints (full or weights-only) and PyTorch Lightning checkpoints. The
         module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
-        inference.
+        inference. ``strict=None`` takes the module's ``strict_loading`` (True unless the class sets it False).
         """
         from ember.core.checkpointing.checkpoint_format import load_module
 

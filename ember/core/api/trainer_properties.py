@@ -12,6 +12,7 @@ import os
 import signal
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import torch
 
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
@@ -110,7 +111,83 @@ class TrainerProperties:
 
     @property
     def accumulate_grad_batches(self) -> int:
+        """Batches per optimizer step. Settable (between epochs, as Lightning's ``GradientAccumulationScheduler``
+        does): the loop reads it at every batch."""
         return self.config.accumulate_grad_batches
+
+    @accumulate_grad_batches.setter
+    def accumulate_grad_batches(self, value: int) -> None:
+        self.config = attrs.evolve(self.config, accumulate_grad_batches=value)
+
+    # -- the debugging and optimization arguments, as Lightning's Trainer shows them -------------------------
+    @property
+    def fast_dev_run(self) -> bool | int:
+        """The ``fast_dev_run`` argument (``1`` reads as True, as in Lightning)."""
+        value = self.config.fast_dev_run
+        return True if value == 1 else value
+
+    def _limit(self, stage: str) -> int | float:
+        """``limit_<stage>_batches`` as Lightning reads it: 1.0 (everything) when not given; the number of batches
+        under ``fast_dev_run``; ``overfit_batches`` for training and validation when that is on."""
+        cfg = self.config
+        if cfg.overfit_batches and stage in ("train", "val"):
+            return cfg.overfit_batches
+        if cfg.fast_dev_batches:
+            return cfg.fast_dev_batches
+        value = getattr(cfg, f"limit_{stage}_batches")
+        return 1.0 if value is None else value
+
+    @property
+    def limit_train_batches(self) -> int | float:
+        return self._limit("train")
+
+    @property
+    def limit_val_batches(self) -> int | float:
+        return self._limit("val")
+
+    @property
+    def limit_test_batches(self) -> int | float:
+        return self._limit("test")
+
+    @property
+    def limit_predict_batches(self) -> int | float:
+        return self._limit("predict")
+
+    @property
+    def overfit_batches(self) -> int | float:
+        return self.config.overfit_batches
+
+    @property
+    def val_check_interval(self) -> int | float:
+        """Batches (an int) or the fraction of an epoch (a float) between validations; 1.0 when not given."""
+        value = self.config.val_check_interval
+        return 1.0 if value is None or self.config.fast_dev_batches else value
+
+    @property
+    def check_val_every_n_epoch(self) -> int | None:
+        return 1 if self.config.fast_dev_batches else self.config.check_val_every_n_epoch
+
+    @property
+    def num_sanity_val_steps(self) -> int | float:
+        """Validation batches run before training (``inf`` for -1, 0 under ``fast_dev_run``)."""
+        if self.config.fast_dev_batches:
+            return 0
+        value = self.config.num_sanity_val_steps
+        return math.inf if value == -1 else value
+
+    @property
+    def log_every_n_steps(self) -> int:
+        return self.config.log_every_n_steps
+
+    @property
+    def gradient_clip_val(self) -> float | None:
+        return self.config.gradient_clip_val
+
+    @property
+    def gradient_clip_algorithm(self) -> str | None:
+        """``"norm"``, ``"value"`` or None (not given: clipping, if any, is by norm)."""
+        value = self.config.gradient_clip_algorithm
+        return value.lower() if isinstance(value, str) else value
 
     @property
     def loggers(self) -> list[Any]:

@@ -21,6 +21,7 @@ computes the same numbers as one that never stopped. docs/checkpoints.md describ
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -51,7 +52,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.errors import CheckpointError, ConfigurationError
-from ember.core.hooks.positional import STYLE_ATTR
+from ember.core.hooks.positional import STYLE_ATTR, is_base_hook
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
 from ember.core.loop.resumable_data import TrainData
@@ -184,7 +185,8 @@ class Checkpointing:
             if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
                                                                                          None))):
                 continue
-            key = getattr(plugin, "state_key", None)
+            key = None if is_base_hook(getattr(inspect.getattr_static(type(plugin), "state_key", None), "fget", None)) \
+                else getattr(plugin, "state_key", None)  # ember.Callback's default state_key: the identity
             key = key if isinstance(key, str) else identity
             if key in found:
                 raise ConfigurationError(
@@ -260,9 +262,9 @@ class Checkpointing:
 
     @contextlib.contextmanager
     def _plugins_registered(self) -> Iterator[Any]:
-        """The run's plugins, registered for the duration (already so inside a run)."""
+        """The run's plugins, registered for the duration (already so inside a run, its ``on_exception`` included)."""
         t = self.trainer
-        if t.state.status == "running":
+        if t.state.status == "running" or t.plugin_manager.has_plugin("core.defaults"):
             yield t.hook
             return
         registered = t.register_run_plugins(t.module, t.datamodule)
@@ -310,8 +312,9 @@ class Checkpointing:
                "ckpt_path=PATH (or 'current' for the model's own weights)." if auto else
                f"It was found for ckpt_path={ckpt_path!r}; pass another path, or another default_root_dir or logger "
                "name for a new experiment." if ckpt_path in ("last", "best") else "")
-        check_weights(t.module, state, path, checkpoint, hint=how)
-        t.module.load_state_dict(state)
+        strict = getattr(t.module, "strict_loading", True) is not False  # LightningModule.strict_loading
+        check_weights(t.module, state, path, checkpoint, hint=how, strict=strict)
+        t.module.load_state_dict(state, strict=strict)
         t.ckpt_path = path
         note_weights(t.module, path)
         if fn == "fit":

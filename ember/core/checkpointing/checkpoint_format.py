@@ -284,7 +284,7 @@ def check_weights(module: Any, state: Mapping[str, Any], path: str, checkpoint: 
           "folder's hparams.yaml, where a logger wrote one).")
 
 
-def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool = True,
+def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool | None = True,
                 weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
     """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
     load the weights, call the module's ``on_load_checkpoint``."""
@@ -303,6 +303,8 @@ def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, st
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
     on_load = getattr(module, "on_load_checkpoint", None)
+    if strict is None:  # the module's own choice (LightningModule.strict_loading), True by default
+        strict = getattr(module, "strict_loading", True) is not False
     check_weights(module, state, path, checkpoint, strict=strict)
     module.load_state_dict(state, strict=strict)
     note_weights(module, path)

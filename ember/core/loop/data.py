@@ -33,8 +33,9 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
                 break
     if given is None:
         return []
-    items = list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) \
-        else [given]
+    split = getattr(given, "stage_loaders", None)  # a loader collection that says how it runs (CombinedLoader)
+    items = list(split()) if callable(split) else \
+        list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) else [given]
     out = []
     for loader in items:
         if trainer.config.overfit_batches and stage in ("train", "validate"):

@@ -45,7 +45,7 @@ class SignalExit(SystemExit):
     """Raised by ``trainer.fit`` at the safe point after a signal other than SIGINT (SIGTERM, ...). ``code`` is the
     exit status; ``signum`` the signal; ``checkpoint_path`` where the checkpoint was written (None: none was)."""
 
-    def __init__(self, signum: int, checkpoint_path: str | None) -> None:
+    def __init__(self, signum: int = signal.SIGTERM, checkpoint_path: str | None = None) -> None:
         super().__init__(exit_code(signum))
         self.signum = signum
         self.checkpoint_path = checkpoint_path

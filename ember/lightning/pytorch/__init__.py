@@ -10,8 +10,13 @@ __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "cal
            "seed_everything"]
 
 
+#: Sub-packages reachable as attributes (``pl.utilities.rank_zero_only``), imported on first use.
+_SUBMODULES = ("callbacks", "core", "demos", "loggers", "profilers", "trainer", "tuner", "utilities", "strategies",
+               "accelerators", "plugins", "cli")
+
+
 def __getattr__(name: str) -> Any:
-    if name in ("callbacks", "loggers"):
+    if name in _SUBMODULES:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

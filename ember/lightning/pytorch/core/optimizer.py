@@ -1,0 +1,9 @@
+"""``lightning.pytorch.core.optimizer``: ``LightningOptimizer`` is the class of what ``self.optimizers()``
+returns (:class:`ember.core.loop.training.ManualOptimizer`: ``step()`` runs the precision's and strategy's step
+and ``on_before_optimizer_step``)."""
+
+from __future__ import annotations
+
+from ember.core.loop.training import ManualOptimizer as LightningOptimizer
+
+__all__ = ["LightningOptimizer"]

@@ -1,0 +1,1 @@
+"""``lightning.pytorch.demos``: small models and data for trying things out and for tests."""
