@@ -734,3 +734,29 @@ def test_steps_wrapped_on_the_instance_get_the_arguments_they_declare() -> None:
     assert trainer.global_step == 2
     plain = _OtherNames()  # the class's own, unwrapped steps on another instance still get theirs
     ember.Trainer(**QUIET, max_steps=1, enable_checkpointing=False).fit(plain, loader(1))
+
+
+# -- estimated_stepping_batches ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({}, -1), ({"max_steps": 7}, 7), ({"max_epochs": 3}, -1), ({"max_epochs": 3, "max_steps": 7}, 7),
+    ({"max_epochs": -1}, math.inf), ({"max_epochs": -1, "max_steps": 5}, 5)])
+def test_estimated_stepping_batches_before_a_fit_answers_as_lightning(kwargs: dict[str, Any], expected: float) -> None:
+    """Lightning (2.6) answers ``max_steps`` while the training batches are unknown, ``inf`` for endless runs."""
+    assert ember.Trainer(**QUIET, **kwargs).estimated_stepping_batches == expected
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"max_epochs": 3}, 12), ({"max_epochs": 3, "max_steps": 4}, 4), ({"max_epochs": 1, "max_steps": 50}, 4),
+    ({"max_epochs": 2, "accumulate_grad_batches": 3}, 4)])
+def test_estimated_stepping_batches_in_a_fit(kwargs: dict[str, Any], expected: int) -> None:
+    seen: list[float] = []
+
+    class Reads(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            seen.append(self.trainer.estimated_stepping_batches)
+            return super().configure_optimizers()
+
+    fit(Reads(), loader(4) if "accumulate_grad_batches" not in kwargs else loader(5), enable_checkpointing=False,
+        **kwargs)
+    assert seen == [expected]
