@@ -83,13 +83,12 @@ def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_id
     ``dataloader_idx``)."""
     name = STEP_METHODS[stage]
     method = getattr(module, name)
+    key = (type(module), name)
+    arity = _step_arity.get(key)
     if name in getattr(module, "__dict__", ()):
         arity = _arity(module, name)  # a step set on this instance (e.g. FSDP's wrapper): its class says nothing
-    else:
-        key = (type(module), name)
-        arity = _step_arity.get(key)
-        if arity is None:
-            arity = _step_arity[key] = _arity(module, name)
+    elif arity is None:
+        arity = _step_arity[key] = _arity(module, name)
     if arity == 1:
         return method(batch, batch_idx)
     if arity == 2:
