@@ -141,5 +141,5 @@ def test_private_attributes_stay_private() -> None:
 @pytest.mark.parametrize("module", ["loops", "training", "evaluation"])
 def test_no_loop_module_reaches_into_the_trainer(module: str) -> None:
     """The loops write run state into records they own (ember/core/loop/state.py), not the Trainer's privates."""
-    path = PACKAGE / "core" / f"{module}.py"
+    path = PACKAGE / "core" / "loop" / f"{module}.py"
     assert private_accesses(path.read_text()) == []

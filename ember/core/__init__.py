@@ -35,7 +35,8 @@ ROOMS = {
               "positional", "tracing"),
     "loop": ("data", "evaluation", "loops", "metrics", "module_overrides", "optim", "results", "resumable_data",
              "rng", "run_inputs", "seed", "signals", "state", "training"),
-    "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes"),
+    "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
+                      "restarts"),
     "api": ("callback", "datamodule", "logging_api", "module", "trainer", "trainer_properties"),
 }
 

@@ -10,21 +10,20 @@ the last one writes the final weights to ``OUT/weights.pt``.
 
 from __future__ import annotations
 
-import time
-
-STARTED = time.time()  # before torch is imported: how long a restarted process takes to come up
-
 import json
 import os
 import signal
 import sys
+import time
 from typing import Any
 
-import torch
-from torch.utils.data import DataLoader
+STARTED = time.time()  # before torch is imported: how long a restarted process takes to come up
 
-import ember
-from ember.testing import tiny_dataset
+import torch  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
+
+import ember  # noqa: E402
+from ember.testing import tiny_dataset  # noqa: E402
 
 OUT = sys.argv[1]
 KILLS = [int(k) for k in sys.argv[2].split(",") if k] if len(sys.argv) > 2 else []
