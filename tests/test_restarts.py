@@ -17,7 +17,11 @@ import pytest
 import torch
 from dist_support import SCRIPTS, Job, clean_env
 
-pytestmark = pytest.mark.slow
+import ember
+from ember.testing import TinyClassifier, tiny_loaders
+
+QUIET = {"accelerator": "cpu", "num_sanity_val_steps": 0, "enable_progress_bar": False,
+         "enable_model_summary": False}
 
 
 def _ember_run(out: Path, kills: list[int], max_restarts: int) -> Job:
@@ -26,6 +30,7 @@ def _ember_run(out: Path, kills: list[int], max_restarts: int) -> Job:
                 str(SCRIPTS / "restart_job.py"), str(out), ",".join(map(str, kills))], cwd=out, env=clean_env())
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_fit_ends_with_the_uninterrupted_weights(tmp_path: Path) -> None:
     kills = sorted(random.sample(range(1, 12), 3))  # global steps 1..11 of 12
     # another run of the same name, whose newest-looking checkpoint must neither be resumed from nor touched
@@ -66,9 +71,49 @@ def test_a_killed_worker_is_restarted_and_the_fit_ends_with_the_uninterrupted_we
     assert sorted(p.name for p in other.parent.iterdir()) == ["last.ckpt"]
 
 
+@pytest.mark.slow
 def test_a_job_out_of_restarts_names_every_death(tmp_path: Path) -> None:
     code, log = _ember_run(tmp_path, [1, 2], max_restarts=1).wait(timeout=180)
     assert code == 1, log
     assert "the job ran out of restarts (1 restart(s)); earlier deaths:" in log
     assert "attempt 1: rank 1" in log and "was killed by SIGKILL" in log
     assert "last failure:" in log and "rank 1" in log.split("last failure:")[1]
+
+
+def _attempt(monkeypatch: pytest.MonkeyPatch, attempt: int, root: Path, **kwargs: object) -> ember.Trainer:
+    """A fit as the elastic agent's attempt ``attempt`` of a job with restarts runs it (one process)."""
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "3")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", str(attempt))
+    trainer = ember.Trainer(default_root_dir=str(root), restart_save_every_n_steps=3, **QUIET, **kwargs)
+    torch.manual_seed(0)
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=64))  # 8 batches per epoch
+    return trainer
+
+
+@pytest.mark.parametrize("launcher_keeps_state", [True, False])
+def test_a_restarted_fit_resumes_from_the_newest_checkpoint_of_its_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                       launcher_keeps_state: bool) -> None:
+    if launcher_keeps_state:  # what ember run gives its processes: a folder kept for the job's lifetime
+        (tmp_path / "state").mkdir()
+        monkeypatch.setenv("EMBER_RESTART_STATE", str(tmp_path / "state"))
+    first = _attempt(monkeypatch, 0, tmp_path / "run", max_steps=7, enable_checkpointing=False)  # "dies" at 7
+    assert first.ckpt_path is None
+    last = tmp_path / "run" / "ember_logs" / "version_0" / "checkpoints" / "last.ckpt"
+    assert torch.load(last, weights_only=True)["global_step"] == 6  # every 3 steps: the newest is step 6
+    again = _attempt(monkeypatch, 1, tmp_path / "run", max_steps=10, enable_checkpointing=False)
+    assert again.ckpt_path == str(last)
+    assert again.global_step == 10
+    # with the launcher's record the restarted group writes into the same run folder; without it (torchrun,
+    # SLURM), a new version continues from the latest run of the name
+    versions = sorted(p.name for p in (tmp_path / "run" / "ember_logs").iterdir())
+    assert versions == (["version_0"] if launcher_keeps_state else ["version_0", "version_1"])
+
+
+def test_a_run_that_may_not_restart_saves_nothing_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TORCHELASTIC_MAX_RESTARTS", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RESTART_COUNT", raising=False)
+    monkeypatch.delenv("SLURM_RESTART_COUNT", raising=False)
+    trainer = ember.Trainer(default_root_dir=str(tmp_path), restart_save_every_n_steps=1, max_steps=4,
+                            enable_checkpointing=False, **QUIET)
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=64))
+    assert not list(tmp_path.rglob("*.ckpt"))

@@ -50,7 +50,13 @@ from ember.core.checkpointing.checkpoint_paths import (
     run_dir,
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
-from ember.core.checkpointing.restarts import RESTART, newest_loadable, restart_count, restartable
+from ember.core.checkpointing.restarts import (
+    RESTART,
+    STATE_DIR_ENV,
+    newest_loadable,
+    restart_count,
+    restartable,
+)
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
@@ -304,6 +310,10 @@ class Checkpointing:
             folders = [os.path.dirname(p) for p in self.last_paths()] + checkpoint_dirs(t)
             hit = newest_loadable(folders, lambda path: check_format(read(t.plugin_manager, t, path, True), path))
             found = hit[0] if hit is not None else None
+            if found is None and not os.environ.get(STATE_DIR_ENV):
+                # torchrun or a requeued SLURM job: nothing kept the run folder, so this attempt may have a new
+                # one; continue the latest run of this run name, as ckpt_path="last" does
+                found = CheckpointPaths(t, self.last_paths).latest_run("last")
             announce(t, f"restart {restart_count()} of this job: " + (
                 f"resuming from {found}" if found else f"no checkpoint in {' or '.join(dict.fromkeys(folders))}; "
                                                       "starting from the beginning"))
