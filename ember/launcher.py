@@ -5,6 +5,9 @@ Used by the multi-process strategies when a plain ``python train.py`` asks for `
 finds itself ``launched`` (``environment.torchrun``) and runs the loop; this process only waits. When one
 process fails, the agent stops the others (SIGTERM, then SIGKILL after ``kill_timeout`` seconds) and the
 failure is raised here as :class:`ember.WorkerFailedError`, naming the rank and carrying its traceback.
+With ``max_restarts`` (``ember run --max-restarts N``), the agent starts the group again instead, up to N
+times, after saying which rank died and how; the fit resumes from the run's newest checkpoint by itself
+(:mod:`ember.core.checkpointing.restarts`), and a job out of restarts names every death.
 
 No orphans: every process starts through :func:`worker_main`, which ties its life to this one's: if the launcher dies, by any signal, SIGKILL included, its processes die with it
 within about a second, instead of running on holding memory, devices and ports.
