@@ -50,13 +50,7 @@ from ember.core.checkpointing.checkpoint_paths import (
     run_dir,
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
-from ember.core.checkpointing.restarts import (
-    RESTART,
-    STATE_DIR_ENV,
-    newest_loadable,
-    restart_count,
-    restartable,
-)
+from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
@@ -298,26 +292,8 @@ class Checkpointing:
         """``"last"``, ``"best"``, ``AUTO``, ``"current"`` or a path, as a file to read (None: none to read); see
         :class:`ember.core.checkpointing.checkpoint_paths.CheckpointPaths`."""
         if ckpt_path == RESTART:
-            return self._newest_of_this_run()
+            return resume_point(self.trainer, self.last_paths)
         return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
-
-    def _newest_of_this_run(self) -> str | None:
-        """The newest checkpoint of this run's checkpoint folders that loads (found on global rank 0, the same
-        answer on every rank), or None: the restarted fit starts from the beginning."""
-        t = self.trainer
-        found: str | None = None
-        if t.is_global_zero:
-            folders = [os.path.dirname(p) for p in self.last_paths()] + checkpoint_dirs(t)
-            hit = newest_loadable(folders, lambda path: check_format(read(t.plugin_manager, t, path, True), path))
-            found = hit[0] if hit is not None else None
-            if found is None and not os.environ.get(STATE_DIR_ENV):
-                # torchrun or a requeued SLURM job: nothing kept the run folder, so this attempt may have a new
-                # one; continue the latest run of this run name, as ckpt_path="last" does
-                found = CheckpointPaths(t, self.last_paths).latest_run("last")
-            announce(t, f"restart {restart_count()} of this job: " + (
-                f"resuming from {found}" if found else f"no checkpoint in {' or '.join(dict.fromkeys(folders))}; "
-                                                      "starting from the beginning"))
-        return t.broadcast(found) if t.world_size > 1 else found
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
         """``Loops.restore``: read the checkpoint and load the module's weights now; for a fit, keep the rest

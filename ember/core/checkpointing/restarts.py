@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ember.core.checkpointing.checkpoint_format import check_format, read
+from ember.core.checkpointing.checkpoint_paths import CheckpointPaths, announce, checkpoint_dirs
 from ember.core.errors import CheckpointError
 
 log = logging.getLogger("ember")
@@ -64,6 +66,25 @@ def newest_loadable(folders: Iterable[str], load: Callable[[str], Any]) -> tuple
         except CheckpointError as exc:
             log.warning("restart: skipping %s, which cannot be resumed from: %s", path, exc)
     return None
+
+
+def resume_point(trainer: Any, last_paths: Callable[[], list[str]]) -> str | None:
+    """What :data:`RESTART` means: the newest checkpoint of the run's checkpoint folders that loads (found on
+    global rank 0, the same answer on every rank), or None: the restarted fit starts from the beginning.
+    Without a launcher's record of the run folder (torchrun, a requeued SLURM job), this attempt may have a new
+    folder: then the latest run of this run name is continued, as ``ckpt_path="last"`` does."""
+    t = trainer
+    found: str | None = None
+    if t.is_global_zero:
+        folders = [os.path.dirname(p) for p in last_paths()] + checkpoint_dirs(t)
+        hit = newest_loadable(folders, lambda path: check_format(read(t.plugin_manager, t, path, True), path))
+        found = hit[0] if hit is not None else None
+        if found is None and not os.environ.get(STATE_DIR_ENV):
+            found = CheckpointPaths(t, last_paths).latest_run("last")
+        announce(t, f"restart {restart_count()} of this job: " + (
+            f"resuming from {found}" if found else f"no checkpoint in {' or '.join(dict.fromkeys(folders))}; "
+                                                  "starting from the beginning"))
+    return t.broadcast(found) if t.world_size > 1 else found
 
 
 # -- the run folder across restarts -----------------------------------------------------------------------
