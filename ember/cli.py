@@ -61,6 +61,9 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", default=None, help="job id shared by the nodes (c10d)")
     p.add_argument("--kill-timeout", type=float, default=None, metavar="SECONDS",
                    help="after one process fails, how long the others get between SIGTERM and SIGKILL")
+    p.add_argument("--max-restarts", type=int, default=0, metavar="N",
+                   help="when a process dies, stop the others and start the group again, up to N times; the fit "
+                        "resumes from the run's newest checkpoint by itself")
     p.add_argument("-m", dest="module", action="store_true", help="run the target as a module (python -m)")
     p.add_argument("target", metavar="script.py", help="the training script (or module, with -m)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -77,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
         return run_processes(argv, args.nproc_per_node, nnodes=args.nnodes, node_rank=args.node_rank,
                              main_address=args.main_address, main_port=args.main_port,
                              rdzv_backend=args.rdzv_backend, rdzv_endpoint=args.rdzv_endpoint, run_id=args.run_id,
-                             kill_timeout=KILL_TIMEOUT if args.kill_timeout is None else args.kill_timeout)
+                             max_restarts=args.max_restarts, kill_timeout=KILL_TIMEOUT if args.kill_timeout is None else args.kill_timeout)
     except (WorkerFailedError, ConfigurationError) as exc:
         print(f"ember run: {exc}", file=sys.stderr)
         return 1

@@ -5,6 +5,9 @@ Used by the multi-process strategies when a plain ``python train.py`` asks for `
 finds itself ``launched`` (``environment.torchrun``) and runs the loop; this process only waits. When one
 process fails, the agent stops the others (SIGTERM, then SIGKILL after ``kill_timeout`` seconds) and the
 failure is raised here as :class:`ember.WorkerFailedError`, naming the rank and carrying its traceback.
+With ``max_restarts`` (``ember run --max-restarts N``), the agent starts the group again instead, up to N
+times, after saying which rank died and how; the fit resumes from the run's newest checkpoint by itself
+(:mod:`ember.core.checkpointing.restarts`), and a job out of restarts names every death.
 
 No orphans: every process starts through :func:`worker_main`, which ties its life to this one's: if the launcher dies, by any signal, SIGKILL included, its processes die with it
 within about a second, instead of running on holding memory, devices and ports.
@@ -99,19 +102,23 @@ def run_processes(argv: Sequence[str], nproc_per_node: int, *, nnodes: int = 1, 
         # Like torchrun: keep N processes from each starting a thread per core.
         os.environ["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nproc_per_node))
     shutdown_timeout = int(max(1, kill_timeout))
-    # LaunchConfig takes it from torch 2.12 on; before, the agent of _kill_timeout_on_failure applies it alone.
+    # LaunchConfig takes it from torch 2.12 on; before, the agent of _job_agent applies it alone.
     extra: dict[str, Any] = {"shutdown_timeout": shutdown_timeout} if _launch_config_has("shutdown_timeout") else {}
+    deaths: list[str] = []  # one line per worker death that the group was restarted after
     with tempfile.TemporaryDirectory(prefix="ember-launch-") as log_dir:
+        state_dir = os.path.join(log_dir, "restart-state")  # kept across restarts: see ember.core.checkpointing.restarts
+        os.makedirs(state_dir)
         config = LaunchConfig(
             min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc_per_node, run_id=run_id or uuid.uuid4().hex,
             rdzv_backend=rdzv_backend, rdzv_endpoint=rdzv_endpoint or "", rdzv_configs=configs,
             max_restarts=max_restarts, monitor_interval=monitor_interval, start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=log_dir), **extra)
         try:
-            with _kill_timeout_on_failure(shutdown_timeout), _launcher_pid_in_environment():
+            with _job_agent(shutdown_timeout, deaths, max_restarts), _launcher_pid_in_environment(), \
+                    _environment(EMBER_RESTART_STATE=state_dir):
                 elastic_launch(config, entrypoint=sys.executable)("-c", worker_bootstrap(), *argv)
         except ChildFailedError as err:
-            raise _failure(err) from None
+            raise _failure(err, deaths) from None
         except SignalException as sig:  # Ctrl-C or a kill: the agent has passed it on and stopped the processes
             raise SystemExit(128 + int(sig.sigval)) from None
     return 0
@@ -131,17 +138,23 @@ def _launch_config_has(name: str) -> bool:
 LAUNCHER_PID_ENV = "EMBER_LAUNCHER_PID"
 
 
+def _launcher_pid_in_environment() -> contextlib.AbstractContextManager[None]:
+    return _environment(**{LAUNCHER_PID_ENV: str(os.getpid())})
+
+
 @contextlib.contextmanager
-def _launcher_pid_in_environment() -> Iterator[None]:
-    previous = os.environ.get(LAUNCHER_PID_ENV)
-    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables (which the started processes inherit) for the duration."""
+    previous = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if previous is None:
-            os.environ.pop(LAUNCHER_PID_ENV, None)
-        else:
-            os.environ[LAUNCHER_PID_ENV] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def worker_main() -> None:
@@ -200,14 +213,18 @@ def worker_bootstrap() -> str:
 
 
 @contextlib.contextmanager
-def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
-    """Make the agent honour ``shutdown_timeout`` when it stops the other processes after a failure.
+def _job_agent(shutdown_timeout: int, deaths: list[str], max_restarts: int) -> Iterator[None]:
+    """Put the launcher's own agent in place for the call: torch's ``LocalElasticAgent``, which also
 
-    torch's elastic agent (2.x) stops the survivors of a failed process with a fixed 30 s between SIGTERM and
-    SIGKILL (``PContext.close()``'s default), whatever ``shutdown_timeout`` says; a process that ignores
-    SIGTERM (or saves a checkpoint on it and waits in a collective) would outlive the failure by 30 s. The
-    launcher builds its agent from ``torch.distributed.launcher.api.LocalElasticAgent``, so a subclass that
-    gives its process context the configured timeout is put there for the call.
+    * honours ``shutdown_timeout`` when it stops the other processes after a failure: torch's elastic agent
+      (2.x) stops the survivors of a failed process with a fixed 30 s between SIGTERM and SIGKILL
+      (``PContext.close()``'s default), whatever ``shutdown_timeout`` says; a process that ignores SIGTERM (or
+      saves a checkpoint on it and waits in a collective) would outlive the failure by 30 s;
+    * says, before it starts the group again, which rank died and how (signal or exit code), and appends that
+      to ``deaths``, so that a job that runs out of restarts can name every death.
+
+    The launcher builds its agent from ``torch.distributed.launcher.api.LocalElasticAgent``, so the subclass
+    is put there for the call.
     """
     import torch.distributed.launcher.api as api
 
@@ -217,6 +234,8 @@ def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
         return
 
     class Agent(base):  # type: ignore[misc, valid-type]
+        _last_failures: dict[int, Any] = {}
+
         def _start_workers(self, worker_group: Any) -> Any:
             started = super()._start_workers(worker_group)
             pcontext = getattr(self, "_pcontext", None)
@@ -229,6 +248,20 @@ def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
                 pcontext.close = close_within_timeout
             return started
 
+        def _monitor_workers(self, worker_group: Any) -> Any:
+            result = super()._monitor_workers(worker_group)
+            self._last_failures = dict(getattr(result, "failures", None) or {})
+            return result
+
+        def _restart_workers(self, worker_group: Any) -> None:
+            attempt = len(deaths) + 1
+            died = "; ".join(f"rank {r} (pid {f.pid}) {_how(f)}" for r, f in sorted(self._last_failures.items())
+                             if not _stopped_by_agent(f)) or "a process failed"
+            deaths.append(f"attempt {attempt}: {died}")
+            print(f"ember run: {died}; stopping the others and starting the group again (restart {attempt} of "
+                  f"{max_restarts}); the fit resumes from the run's newest checkpoint.", file=sys.stderr, flush=True)
+            super()._restart_workers(worker_group)
+
     api.LocalElasticAgent = Agent  # type: ignore[misc]
     try:
         yield
@@ -236,14 +269,37 @@ def _kill_timeout_on_failure(shutdown_timeout: int) -> Iterator[None]:
         api.LocalElasticAgent = base  # type: ignore[misc]
 
 
-def _failure(err: Any) -> BaseException:
+def _stopped_by_agent(failure: Any) -> bool:
+    """A process the agent itself stopped (SIGTERM, or SIGKILL after the timeout) after another one failed."""
+    import signal
+
+    return failure.exitcode in (-int(signal.SIGTERM),)
+
+
+def _how(failure: Any) -> str:
+    """How a process ended, from the agent's ``ProcessFailure``: killed by a signal, or its exit code."""
+    if failure.exitcode < 0:
+        return f"was killed by {failure.signal_name()}"
+    message = failure.message
+    error = str(message.get("message", "")) if isinstance(message, dict) else ""
+    return f"exited with code {failure.exitcode}" + (f" ({error.splitlines()[0]})" if error else "")
+
+
+def _failure(err: Any, deaths: Sequence[str] = ()) -> BaseException:
     """What the launcher raises for the agent's ChildFailedError: ``SystemExit(128 + signal)`` when every
-    process stopped on a signal in order (after saving), else a :class:`WorkerFailedError`."""
+    process stopped on a signal in order (after saving), else a :class:`WorkerFailedError` (naming, after
+    restarts, every earlier death too)."""
     stopped = signal_stop_status(err.failures)
     if stopped is not None:
         print(f"ember run: the processes stopped on a signal (exit status {stopped}).", file=sys.stderr)
         return SystemExit(stopped)
-    return describe_failure(err)
+    failed = describe_failure(err)
+    if deaths:
+        lines = [f"the job ran out of restarts ({len(deaths)} restart(s)); earlier deaths:",
+                 *(f"  {d}" for d in deaths), "last failure:", str(failed)]
+        return WorkerFailedError("\n".join(lines), rank=failed.rank, error=failed.error,
+                                 remote_traceback=failed.remote_traceback, exitcode=failed.exitcode)
+    return failed
 
 
 def signal_stop_status(failures: dict[int, Any]) -> int | None:

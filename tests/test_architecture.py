@@ -257,7 +257,7 @@ def test_every_core_module_lives_in_a_room() -> None:
     assert rooms == sorted(ember.core.ROOMS) == sorted(r.split(".")[-1] for r in ROOMS[1:])
     for room, modules in ember.core.ROOMS.items():
         assert sorted(p.stem for p in (PACKAGE / "core" / room).glob("*.py") if p.stem != "__init__") == \
-            sorted(modules + (("parts",) if room == "loop" else ())), room
+            sorted(modules), room
 
 
 def test_former_module_paths_import_the_same_module() -> None:

@@ -193,6 +193,45 @@ def test_a_damaged_checkpoint_offers_the_previous_good_one(work: dict, tmp_path:
         TinyClassifier.load_from_checkpoint(bad)
 
 
+def _flipped(single: Path) -> bytes:
+    data = bytearray(single.read_bytes())
+    tensor = next(r for r in zipfile.ZipFile(single).infolist() if "/data/" in r.filename and r.file_size > 64)
+    data[tensor.header_offset + 200] ^= 0x01
+    return bytes(data)
+
+
+@pytest.mark.parametrize("with_intact", [True, False])
+def test_a_folder_of_several_damaged_checkpoints_is_searched_once(work: dict, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch,
+                                                                  with_intact: bool) -> None:
+    """Each sibling is checked once: a damaged sibling's own error does not search the folder again."""
+    if with_intact:
+        good = tmp_path / "epoch=0.ckpt"
+        shutil.copy(work["single"], good)
+        os.utime(good, (1, 1))
+    whole = work["single"].read_bytes()
+    (tmp_path / "epoch=1.ckpt").write_bytes(_flipped(work["single"]))
+    (tmp_path / "epoch=2.ckpt").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "epoch=3.ckpt").write_bytes(whole[: len(whole) - 40])
+    bad = tmp_path / "last.ckpt"
+    bad.write_bytes(_flipped(work["single"]))
+    checked: list[str] = []
+    intact = integrity._intact
+
+    def counting(path: str) -> bool:
+        checked.append(os.path.basename(path))
+        if len(checked) > 20:
+            raise RuntimeError(f"the sibling search recursed: {checked[:8]} ...")
+        return intact(path)
+
+    monkeypatch.setattr(integrity, "_intact", counting)
+    offer = r".*newest intact checkpoint next to it is .*epoch=0\.ckpt" if with_intact else r"[^\n]*$"
+    with pytest.raises(ember.CheckpointError, match=r"last\.ckpt is damaged" + offer) as caught:
+        TinyClassifier.load_from_checkpoint(bad)
+    assert with_intact or "newest intact" not in str(caught.value)
+    assert len(checked) == len(set(checked)) <= integrity._SIBLINGS_CHECKED
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Sharded checkpoints
 # ---------------------------------------------------------------------------------------------------------

@@ -690,3 +690,73 @@ def test_evaluation_mode_and_grad_context(inference_mode: bool) -> None:
 
     fit(Modes(), loader(1), loader(1), max_epochs=2, inference_mode=inference_mode)
     assert modes == [("train", True, True, False), ("val", False, False, inference_mode)] * 2
+
+
+# -- step signatures -----------------------------------------------------------------------------------------
+
+def _wrap_like_fsdp(module: torch.nn.Module, name: str) -> None:
+    """What FSDP2's ``register_fsdp_forward_method`` does: a ``functools.wraps`` wrapper of the bound method,
+    bound to the module again (so its reported signature loses one more parameter)."""
+    import functools
+
+    original = getattr(module, name)
+
+    @functools.wraps(original)
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return original(*args, **kwargs)
+
+    setattr(module, name, wrapped.__get__(module, type(module)))
+
+
+class _OtherNames(TinyClassifier):
+    """Steps whose second parameter is not called ``batch_idx``, and one step that takes the batch only."""
+
+    def training_step(self, b: Any, i: int) -> Any:
+        assert isinstance(i, int)
+        return super().training_step(b, i)
+
+    def validation_step(self, b: Any, i: int) -> None:
+        assert isinstance(i, int)
+        super().validation_step(b, i)
+
+    def test_step(self, b: Any) -> None:
+        assert not isinstance(b, int)
+
+
+def test_steps_wrapped_on_the_instance_get_the_arguments_they_declare() -> None:
+    model = _OtherNames()
+    for name in ("training_step", "validation_step", "test_step"):
+        _wrap_like_fsdp(model, name)
+    trainer = ember.Trainer(**QUIET, max_steps=2, num_sanity_val_steps=1, limit_val_batches=1,
+                            enable_checkpointing=False)
+    trainer.fit(model, loader(2), loader(1))
+    trainer.test(model, loader(1))
+    assert trainer.global_step == 2
+    plain = _OtherNames()  # the class's own, unwrapped steps on another instance still get theirs
+    ember.Trainer(**QUIET, max_steps=1, enable_checkpointing=False).fit(plain, loader(1))
+
+
+# -- estimated_stepping_batches ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({}, -1), ({"max_steps": 7}, 7), ({"max_epochs": 3}, -1), ({"max_epochs": 3, "max_steps": 7}, 7),
+    ({"max_epochs": -1}, math.inf), ({"max_epochs": -1, "max_steps": 5}, 5)])
+def test_estimated_stepping_batches_before_a_fit_answers_as_lightning(kwargs: dict[str, Any], expected: float) -> None:
+    """Lightning (2.6) answers ``max_steps`` while the training batches are unknown, ``inf`` for endless runs."""
+    assert ember.Trainer(**QUIET, **kwargs).estimated_stepping_batches == expected
+
+
+@pytest.mark.parametrize(("kwargs", "expected"), [
+    ({"max_epochs": 3}, 12), ({"max_epochs": 3, "max_steps": 4}, 4), ({"max_epochs": 1, "max_steps": 50}, 4),
+    ({"max_epochs": 2, "accumulate_grad_batches": 3}, 4)])
+def test_estimated_stepping_batches_in_a_fit(kwargs: dict[str, Any], expected: int) -> None:
+    seen: list[float] = []
+
+    class Reads(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            seen.append(self.trainer.estimated_stepping_batches)
+            return super().configure_optimizers()
+
+    fit(Reads(), loader(4) if "accumulate_grad_batches" not in kwargs else loader(5), enable_checkpointing=False,
+        **kwargs)
+    assert seen == [expected]

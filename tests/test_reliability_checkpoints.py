@@ -148,6 +148,24 @@ def test_a_nan_loss_is_flagged_once_with_its_step(tmp_path: Path, accelerator: s
     assert "callbacks=['nan-guard']" in message and "set_detect_anomaly" in message
 
 
+def test_a_nan_loss_in_a_run_shorter_than_log_every_n_steps_is_flagged_at_the_end(tmp_path: Path) -> None:
+    import torch
+
+    from ember.plugins.callbacks.loss_check import NonFiniteLossWarning
+
+    class GoesNaN(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            return loss * float("nan") if self.trainer.global_step >= 1 else loss
+
+    trainer = ember.Trainer(max_steps=4, default_root_dir=str(tmp_path), log_every_n_steps=50, accelerator="cpu",
+                            **QUIET)
+    with pytest.warns(NonFiniteLossWarning) as caught:
+        trainer.fit(GoesNaN(), *tiny_loaders(n=32))
+    assert len(caught) == 1
+    assert "the training loss is nan at global step 4 (epoch 0, batch 3)" in str(caught[0].message)
+
+
 def test_detect_nonfinite_loss_false_switches_the_loss_check_off(tmp_path: Path) -> None:
     import warnings
 

@@ -46,6 +46,19 @@ def test_a_stuck_rank_is_named_and_every_rank_stops(tmp_path: Path, stuck: int) 
     assert seconds < TIMEOUT + GRACE + 10  # detection within about a heartbeat of the timeout, then the exit
 
 
+@pytest.mark.slow
+def test_the_stuck_rank_is_named_when_the_collective_timeout_is_the_shorter(tmp_path: Path) -> None:
+    """hang_timeout stays at its default (600 s); the process group's collectives time out after 12 s. The
+    watchdog decides first (at 0.7 of it), so rank 0, waiting in a collective, is not the one blamed."""
+    job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "slow_ddp_job.py"),
+               str(tmp_path), "1", json.dumps({"collective_timeout": 12})], cwd=tmp_path)
+    code, out = job.wait(timeout=120)
+    assert code == 1, out
+    first = out[out.index("ember run: "):].splitlines()[0]
+    assert "HangError: rank 1 made no progress for 8.4 s at global step 3, in training_step" in first, out
+    assert "Timed out waiting" not in first, out
+
+
 def test_the_timeout_is_validated() -> None:
     assert timeout_seconds(None) is None and timeout_seconds(0) is None and timeout_seconds(2.5) == 2.5
     for bad in (-1, float("nan"), "soon", True):

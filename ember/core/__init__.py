@@ -33,16 +33,19 @@ from types import ModuleType
 ROOMS = {
     "hooks": ("class_hooks", "config", "defaults", "discovery", "dispatch", "options", "plugin_manager",
               "positional", "tracing"),
-    "loop": ("data", "evaluation", "loops", "metrics", "module_overrides", "optim", "results", "resumable_data",
-             "rng", "run_inputs", "seed", "signals", "state", "training"),
+    "loop": ("data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
+             "resumable_data", "rng", "run_inputs", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
-                      "writer_process"),
+                      "restarts", "writer_process"),
     "api": ("callback", "datamodule", "logging_api", "module", "trainer", "trainer_properties"),
 }
 
+#: Modules written since the rooms: they never had a path directly under ember.core.
+_BORN_IN_A_ROOM = frozenset({"parts", "restarts", "writer_process"})
+
 #: A module's former path -> its path now.
 MOVED = {f"{__name__}.{module}": f"{__name__}.{room}.{module}" for room, modules in ROOMS.items()
-         for module in modules}
+         for module in modules if module not in _BORN_IN_A_ROOM}
 
 
 class _FormerPaths(importlib.abc.MetaPathFinder, importlib.abc.Loader):

@@ -2,7 +2,7 @@
 
 Each rank writes its pid to ``OUT/pid<r>`` once training is under way and takes a little while per step.
 With STUCK_RANK, that rank sleeps (a hang) in its training step at global step 3. OPTIONS_JSON holds extra
-Trainer arguments. Used by tests/test_reliability_orphans.py and tests/test_reliability_watchdog.py.
+Trainer arguments (and ``collective_timeout``, seconds, for ``DDPStrategy(timeout=...)``). Used by tests/test_reliability_orphans.py and tests/test_reliability_watchdog.py.
 """
 
 from __future__ import annotations
@@ -44,6 +44,10 @@ if __name__ == "__main__":
     out = sys.argv[1]
     stuck = int(sys.argv[2]) if len(sys.argv) > 2 else -1
     options = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    if "collective_timeout" in options:  # seconds: the process group's timeout (DDPStrategy(timeout=...))
+        from ember.plugins.strategies.ddp import DDPStrategy
+
+        options["strategy"] = DDPStrategy(timeout=options.pop("collective_timeout"))
     settings = {"strategy": "ddp", "accelerator": "cpu", "max_epochs": 1000, "num_sanity_val_steps": 0,
                 "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
                 "enable_checkpointing": False, **options}

@@ -227,11 +227,19 @@ class TrainerProperties:
 
     @property
     def estimated_stepping_batches(self) -> float:
-        """Optimizer steps the fit will take (``max_steps`` or epochs x steps per epoch)."""
-        if self.loop.max_steps != -1:
-            return self.loop.max_steps
-        per_epoch = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches)
-        return per_epoch * max(self.loop.max_epochs, 1) if self.loop.max_epochs != -1 else math.inf
+        """Optimizer steps the fit will take: epochs x steps per epoch, capped by ``max_steps``.
+
+        As in Lightning: with ``max_epochs=-1``, ``max_steps`` (``inf`` when that is -1 too); while the number of
+        training batches is unknown (before a fit, or an iterable loader without a length), ``max_steps``
+        (-1 when it is not set).
+        """
+        max_steps, max_epochs = self.loop.limits()
+        if max_epochs == -1:
+            return math.inf if max_steps == -1 else max_steps
+        if math.isinf(self.num_training_batches):
+            return max_steps
+        steps = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches) * max(max_epochs, 1)
+        return min(steps, max_steps) if max_steps != -1 else steps
 
     @property
     def checkpoint_callbacks(self) -> list[Any]:

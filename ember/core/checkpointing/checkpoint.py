@@ -51,6 +51,7 @@ from ember.core.checkpointing.checkpoint_paths import (
     run_dir,
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
+from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.hooks.positional import STYLE_ATTR, is_base_hook
 from ember.core.loop import rng
@@ -116,6 +117,9 @@ class Checkpointing:
         self.stop_requeue = False
         #: True when the loop must call :meth:`safe_point` at its next safe point.
         self.safe_point_due = False
+        #: In a restartable run, the "last" checkpoint is saved every this many optimizer steps (0: never).
+        self._restart_every = 0
+        self._restart_saved_at = -1
 
     # -- building ----------------------------------------------------------------------------------------
     def build(self, weights_only: bool = False, batch_idx: int | None = None) -> dict[str, Any]:
@@ -280,6 +284,8 @@ class Checkpointing:
         model whose weights come from no fit and no checkpoint (never an untrained model silently)."""
         if fn == "fit":
             note_weights(model, "fit")
+            if ckpt_path is None and restart_count() > 0 and restartable():
+                return RESTART  # a worker died and the group was started again: continue where the run was
         elif ckpt_path is None and not weights_known(model):
             return AUTO
         return ckpt_path
@@ -287,6 +293,8 @@ class Checkpointing:
     def resolve(self, ckpt_path: Any) -> str | None:
         """``"last"``, ``"best"``, ``AUTO``, ``"current"`` or a path, as a file to read (None: none to read); see
         :class:`ember.core.checkpointing.checkpoint_paths.CheckpointPaths`."""
+        if ckpt_path == RESTART:
+            return resume_point(self.trainer, self.last_paths)
         return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
@@ -355,8 +363,12 @@ class Checkpointing:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")
         self._resume_data = checkpoint.get("data", {}).get("train", {})
-        log.info("resuming from %s: epoch %d, global step %d, %s", path, progress.epoch, progress.global_step,
-                 f"after batch {progress.batch_idx}" if progress.phase == "batch" else "at the start of the epoch")
+        where = f"after batch {progress.batch_idx}" if progress.phase == "batch" else "at the start of the epoch"
+        if restart_count() > 0 and restartable():
+            announce(t, f"resumed from {path}: epoch {progress.epoch}, global step {progress.global_step}, {where}")
+        else:
+            log.info("resuming from %s: epoch %d, global step %d, %s", path, progress.epoch, progress.global_step,
+                     where)
         return progress
 
     def restore_rng(self) -> None:
@@ -385,8 +397,11 @@ class Checkpointing:
         self.stop_signal, self.stop_requeue, self._polls = None, False, 0
         self._requests = []
         self._deferring = True
-        # A multi-process fit polls at every safe point: a signal may reach another process first.
-        self.safe_point_due = t.world_size > 1
+        self._restart_every = t.config.restart_save_every_n_steps if restartable() else 0
+        self._restart_saved_at = -1
+        # A multi-process fit polls at every safe point: a signal may reach another process first; a restartable
+        # one looks there whether its periodic save is due.
+        self.safe_point_due = t.world_size > 1 or self._restart_every > 0
         handlers = SignalHandlers(t)  # Ctrl-C and SIGTERM stop at a safe point, checkpointing or not
         handlers.install()
         try:
@@ -426,6 +441,11 @@ class Checkpointing:
         """The loop is at a safe point (after batch ``batch_idx`` and its validation, or between epochs): write
         the requested checkpoints; stop if a signal asked to (on any process)."""
         t = self.trainer
+        step = t.global_step
+        if self._restart_every and step and step % self._restart_every == 0 and step != self._restart_saved_at:
+            self._restart_saved_at = step  # every rank decides alike, at the first safe point of that step
+            self._requests += [("save", p, False) for p in self.last_paths()
+                               if ("save", p, False) not in self._requests]
         self._flush(batch_idx)
         stop = self.stop_signal is not None
         if batch_idx is not None and stop and self._mid_window(batch_idx) and \
@@ -437,7 +457,7 @@ class Checkpointing:
             if self._polls % SIGNAL_SYNC_EVERY:
                 return
             stop = bool(t.hook.reduce_boolean_decision(trainer=t, decision=stop, all=False))
-        self.safe_point_due = polling or self.stop_signal is not None
+        self.safe_point_due = polling or self.stop_signal is not None or self._restart_every > 0
         if stop:
             self._stop(batch_idx)
 

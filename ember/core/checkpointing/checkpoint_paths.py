@@ -116,7 +116,7 @@ class CheckpointPaths:
             existing = [p for p in self.last_paths() if os.path.exists(p)]
             if existing:  # this run's own folder (a fit continued by the same Trainer, or a fixed version)
                 return max(existing, key=os.path.getmtime)
-            path = self._agreed(lambda: self._latest_run("last"))
+            path = self._agreed(lambda: self.latest_run("last"))
             if path is None:
                 log.warning("ckpt_path='last': no checkpoint at %s yet, nor in an earlier run of this run name; %s",
                             " or ".join(self.last_paths()), "starting from the beginning"
@@ -140,7 +140,7 @@ class CheckpointPaths:
         best = getattr(cb, "best_model_path", "")
         if best:
             return best
-        path = self._agreed(lambda: self._latest_run("best"))
+        path = self._agreed(lambda: self.latest_run("best"))
         if path is None:
             raise ConfigurationError(f"ckpt_path='best': no best checkpoint yet, neither from this Trainer nor from an "
                                      f"earlier fit of this run name (looked in {self._where()}). Fit first, or pass "
@@ -172,7 +172,7 @@ class CheckpointPaths:
     def _best_or_last(self) -> tuple[str, str] | None:
         """(the file, "best" or "last") of the latest run of this run name, or None."""
         for which in ("best", "last"):
-            path = self._latest_run(which)
+            path = self.latest_run(which)
             if path is not None:
                 return path, which
         return None
@@ -189,13 +189,13 @@ class CheckpointPaths:
         return checkpoint_dirs(self.trainer) or [default_checkpoint_dir(self.trainer)]
 
     def _where(self) -> str:
-        """The folders :meth:`_latest_run` looks in, for messages."""
+        """The folders :meth:`latest_run` looks in, for messages."""
         here = run_dir(self.trainer)
         dirs = [os.path.join(os.path.dirname(here), "*", os.path.relpath(d, here))
                 if here is not None and _is_within(d, here) else d for d in self._lookup_dirs()]
         return " and ".join(dirs)
 
-    def _latest_run(self, which: str) -> str | None:
+    def latest_run(self, which: str) -> str | None:
         """The ``which`` ("last" or "best") checkpoint of the latest run of this run name: among the run folders
         beside this run's (``<save_dir>/<name>/*``, this one included), the one whose checkpoint folder holds the
         newest file. A checkpoint callback writing outside the run folder is looked up in its own folder."""

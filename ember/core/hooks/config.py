@@ -277,6 +277,9 @@ class TrainerConfig:
     default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
     log_every_n_steps: int = attrs.field(default=50, converter=lambda v: 50 if v is None else v,
                                          validator=_non_negative_int("log_every_n_steps", 1))
+    #: In a run its launcher may restart (ember.core.checkpointing.restarts): save the resumable "last"
+    #: checkpoint every N optimizer steps, in the background; 0: only what the checkpoint callbacks save.
+    restart_save_every_n_steps: int = attrs.field(default=100, validator=_non_negative_int("restart_save_every_n_steps"))
     block_plugins: tuple = attrs.field(default=(), converter=_str_names, validator=_names)
     autoload_plugins: bool = True
     logger: Any = attrs.field(default=True, validator=_logger)
@@ -437,6 +440,8 @@ CORE_HELP = {
     "enable_autolog_hparams": "hand the module's and DataModule's hparams to the loggers at fit start",
     "default_root_dir": "where logs and checkpoints go (default: the current directory)",
     "log_every_n_steps": "write step metrics to the loggers every N optimizer steps",
+    "restart_save_every_n_steps": "in a run that may be restarted (ember run --max-restarts), save the last "
+                                  "checkpoint every N optimizer steps, in the background (0: off)",
     "block_plugins": "plugin identities never to register",
     "autoload_plugins": "register the always-on plugins of installed packages",
     "logger": "true (the default logger), false, a name (csv, tensorboard), or a list of them",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -46,9 +47,9 @@ def move_to_device(batch: Any, device: torch.device, non_blocking: bool = False)
 _step_arity: dict[tuple[type, str], int] = {}
 
 
-def _arity(method: Any) -> int:
+def _arity(module: Any, name: str) -> int:
     try:
-        params = inspect.signature(method).parameters
+        params = _step_parameters(module, name)
     except (TypeError, ValueError):
         return 1
     if "dataloader_idx" in params:
@@ -59,6 +60,24 @@ def _arity(method: Any) -> int:
     return 1 if len(positional) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds or "batch_idx" in params else 0
 
 
+def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:
+    """The parameters of the module's ``name`` as the user wrote it, without ``self``.
+
+    A method of the module's class is read through its bound method (``inspect`` drops ``self`` and follows a
+    decorator's ``__wrapped__``). A wrapper set on the instance (FSDP2's ``register_fsdp_forward_method``,
+    ``torch.compile`` of the bound method, any ``functools.wraps`` wrapper) reports the bound method's
+    signature as its own, and binding it to the module drops one more parameter: it is peeled down to the
+    bound method it wraps.
+    """
+    step = getattr(module, name)
+    if name in getattr(module, "__dict__", {}):
+        while (inner := getattr(step, "__wrapped__", None)) is not None:
+            step = inner
+            if inspect.ismethod(step):
+                break
+    return inspect.signature(step).parameters
+
+
 def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int) -> Any:
     """Call the module's ``*_step`` for ``stage`` with the arguments it takes (``batch``, ``batch_idx``,
     ``dataloader_idx``)."""
@@ -66,8 +85,10 @@ def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_id
     method = getattr(module, name)
     key = (type(module), name)
     arity = _step_arity.get(key)
-    if arity is None:
-        arity = _step_arity[key] = _arity(method)
+    if name in getattr(module, "__dict__", ()):
+        arity = _arity(module, name)  # a step set on this instance (e.g. FSDP's wrapper): its class says nothing
+    elif arity is None:
+        arity = _step_arity[key] = _arity(module, name)
     if arity == 1:
         return method(batch, batch_idx)
     if arity == 2:

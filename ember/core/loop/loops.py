@@ -103,15 +103,18 @@ class Loops:
         return self.evaluate(fn, loaders[fn], options.get("verbose", True))
 
     def _set_limits(self) -> None:
+        self.max_steps, self.max_epochs = self.limits()
+
+    def limits(self) -> tuple[int, int]:
+        """``(max_steps, max_epochs)`` a fit with this configuration runs under (-1: no limit), as Lightning
+        sets them: without ``max_epochs``, 1000 epochs unless ``max_steps`` is given."""
         cfg = self.t.config
         fdr = cfg.fast_dev_batches
-        self.max_steps = fdr if fdr else cfg.max_steps
         if fdr:
-            self.max_epochs = 1
-        elif cfg.max_epochs is None:
-            self.max_epochs = 1000 if cfg.max_steps == -1 else -1
-        else:
-            self.max_epochs = cfg.max_epochs
+            return fdr, 1
+        if cfg.max_epochs is None:
+            return cfg.max_steps, 1000 if cfg.max_steps == -1 else -1
+        return cfg.max_steps, cfg.max_epochs
 
     def _setup_processes(self, fn: str) -> None:
         """configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device ->

@@ -13,6 +13,7 @@ next to it (:func:`offer_sibling`), e.g. ``last.ckpt`` when ``epoch=3.ckpt`` is 
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import os
@@ -29,6 +30,9 @@ _DOS_DIRECTORY = 0x10
 _UNSUPPORTED_FLAGS = 0x1 | 0x20 | 0x40
 #: How many neighbouring checkpoints are checked when looking for an intact one to offer.
 _SIBLINGS_CHECKED = 4
+#: True while :func:`offer_sibling` checks candidates: a damaged candidate's own error offers nothing, so the
+#: search checks each file once and never recurses into its siblings' siblings.
+_SEARCHING: contextvars.ContextVar[bool] = contextvars.ContextVar("ember_sibling_search", default=False)
 
 
 def verify_zip(path: str) -> None:
@@ -148,7 +152,13 @@ def _intact(path: str) -> bool:
 
 
 def offer_sibling(path: str) -> str:
-    """A sentence offering the newest intact checkpoint next to ``path`` (same folder, same kind), or ""."""
+    """A sentence offering the newest intact checkpoint next to ``path`` (same folder, same kind), or "".
+
+    Checks at most ``_SIBLINGS_CHECKED`` files, each once: called while a search is under way (the error of a
+    damaged candidate), it answers "" at once.
+    """
+    if _SEARCHING.get():
+        return ""
     path = os.path.abspath(path.rstrip(os.sep))
     folder, name = os.path.split(path)
     suffix = "" if os.path.isdir(path) else os.path.splitext(name)[1]
@@ -159,11 +169,14 @@ def offer_sibling(path: str) -> str:
     candidates = [e for e in entries if e != path and (os.path.isdir(e) if not suffix else
                                                         os.path.isfile(e) and e.endswith(suffix))]
     candidates.sort(key=_mtime, reverse=True)
-    for candidate in candidates[:_SIBLINGS_CHECKED]:
-        if _intact(candidate):
-            return (f" The newest intact checkpoint next to it is {candidate}: resume from it with "
-                    f"ckpt_path={candidate!r}.")
-    return ""
+    token = _SEARCHING.set(True)
+    try:
+        intact = next((c for c in candidates[:_SIBLINGS_CHECKED] if _intact(c)), None)
+    finally:
+        _SEARCHING.reset(token)
+    if intact is None:
+        return ""
+    return f" The newest intact checkpoint next to it is {intact}: resume from it with ckpt_path={intact!r}."
 
 
 def _mtime(path: str) -> float:

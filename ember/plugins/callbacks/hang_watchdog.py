@@ -10,7 +10,9 @@ and validation boundaries). A daemon thread per process publishes that count, th
 count stands still, where its main thread is (the innermost hook or step method on its stack, and the line)
 in torch.distributed's store, every ``hang_timeout / 5`` seconds (at most 5 s). Global rank 0's thread reads
 every process's record; every other process's thread reads rank 0's (so a rank 0 that froze entirely is
-noticed too). When a process's count has not moved for ``hang_timeout`` seconds, the verdict names the
+noticed too). When a process's count has not moved for ``hang_timeout`` seconds (or 0.7 of the strategy's
+collective ``timeout``, when that is shorter: the watchdog decides before a collective times out, so that a
+waiting process never looks guilty), the verdict names the
 process that got least far (a process waiting in a collective for it has counted the events before that
 collective): its rank, its last global step and the hook it was in. The clock starts with the first
 event of the loop (the first epoch or validation), so a slow start-up (process group, model wrapping) is
@@ -40,6 +42,10 @@ BEATS_PER_TIMEOUT = 5
 MAX_INTERVAL = 5.0
 #: Seconds a process's main thread gets to stop on the HangError before the process exits.
 GRACE = 3.0
+#: The watchdog decides within this fraction of the process group's collective timeout, so that the process
+#: that hung is named even when the collective timeout is the shorter one (else a waiting process's collective
+#: would time out first and look guilty).
+BEFORE_COLLECTIVE = 0.7
 _STEP_METHODS = frozenset({"training_step", "validation_step", "test_step", "predict_step", "forward",
                            "configure_optimizers", "configure_model", "backward", "optimizer_step"})
 _runs = {"count": 0}
@@ -111,6 +117,11 @@ class HangWatchdog:
         timeout = timeout_seconds(trainer.config.hang_timeout)
         if timeout is None or trainer.world_size < 2 or self._monitor is not None:
             return
+        collective = _collective_timeout(trainer)
+        if collective is not None and timeout > BEFORE_COLLECTIVE * collective:
+            log.info("hang watchdog: deciding after %g s, before the process group's %g s collective timeout "
+                     "(hang_timeout=%g)", BEFORE_COLLECTIVE * collective, collective, timeout)
+            timeout = BEFORE_COLLECTIVE * collective
         store = _store()
         if store is None:
             log.warning("hang watchdog: no torch.distributed store to meet in; hangs are not detected")
@@ -137,6 +148,17 @@ class HangWatchdog:
             if trainer.plugin_manager.is_registered(self._progress):
                 trainer.plugin_manager.unregister(self._progress)
             self._progress = None
+
+
+def _collective_timeout(trainer: Any) -> float | None:
+    """Seconds after which the strategy's collectives time out (its ``timeout``), or None when unknown."""
+    try:
+        value = getattr(trainer.strategy, "timeout", None)
+    except (KeyError, AttributeError):
+        return None
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _store() -> Any:

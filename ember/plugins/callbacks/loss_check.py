@@ -29,7 +29,8 @@ class LossCheck:
 
     No host-device synchronisation: on CUDA the check (two flags) is copied to the host asynchronously and
     read at a later logging step (or at the end of training) once the copy has landed; on the CPU there is
-    nothing to wait for. Other devices are not checked.
+    nothing to wait for. When the fit ends, the last step's loss is looked at too (a run shorter than
+    ``log_every_n_steps`` is checked once). Other devices are not checked.
     """
 
     identity = "callback.loss-check"
@@ -46,23 +47,31 @@ class LossCheck:
         self.warned = False
         self.first_seen: int | None = None
         self._pending: tuple[torch.Tensor, Any, tuple[int, int, int]] | None = None
+        #: The latest step's loss, looked at when the fit ends if its step was not a logging step.
+        self._last: tuple[torch.Tensor, tuple[int, int, int]] | None = None
 
     @hookimpl
     def on_train_start(self) -> None:
-        self.warned, self.first_seen, self._pending = False, None, None
+        self.warned, self.first_seen, self._pending, self._last = False, None, None, None
 
     @hookimpl
     def on_train_batch_end(self, trainer: Any, outputs: Any, batch_idx: int) -> None:
-        every = trainer.config.log_every_n_steps
-        if self.warned or trainer.global_step % every:
+        if self.warned:
             return
-        self._report(trainer, wait=False)
         loss = outputs.get("loss") if isinstance(outputs, dict) else None
         if not isinstance(loss, torch.Tensor) or loss.device.type not in ("cpu", "cuda"):
             return
+        where = (trainer.global_step, trainer.current_epoch, batch_idx)
+        if trainer.global_step % trainer.config.log_every_n_steps:
+            self._last = (loss, where)  # a reference only: nothing runs on the device
+            return
+        self._last = None
+        self._report(trainer, wait=False)
+        self._look(trainer, loss, where)
+
+    def _look(self, trainer: Any, loss: torch.Tensor, where: tuple[int, int, int]) -> None:
         loss = loss.detach()
         flags = torch.stack([torch.isnan(loss).any(), torch.isinf(loss).any()])
-        where = (trainer.global_step, trainer.current_epoch, batch_idx)
         if flags.device.type == "cpu":
             self._pending = (flags, None, where)
             self._report(trainer, wait=False)
@@ -75,7 +84,12 @@ class LossCheck:
 
     @hookimpl
     def on_train_end(self, trainer: Any) -> None:
-        self._report(trainer, wait=True)  # once per fit: waiting for the last copy costs nothing per step
+        # once per fit, so waiting costs nothing per step: the last logging step's flags, then the last loss
+        self._report(trainer, wait=True)
+        if self._last is not None and not self.warned:
+            self._look(trainer, *self._last)
+            self._report(trainer, wait=True)
+        self._last = None
 
     def _report(self, trainer: Any, wait: bool) -> None:
         if self._pending is None or self.warned:

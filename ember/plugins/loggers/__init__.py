@@ -110,7 +110,16 @@ class VersionedLogger:
         if self._attached:
             return
         self._attached = True
-        if not self._version_given and trainer.world_size > 1:
+        if self._version_given:
+            return
+        from ember.core.checkpointing import restarts
+
+        if trainer.is_global_zero:  # a restarted job writes where its first attempt did
+            remembered = restarts.remembered_version(self.root_dir)
+            if remembered is not None:
+                self._version = remembered
+            restarts.remember_version(self.root_dir, self.version)
+        if trainer.world_size > 1:
             self._version = trainer.broadcast(self.version if trainer.is_global_zero else None)
         else:
             self.version  # noqa: B018  (fixes the next free number now, before anything is written)

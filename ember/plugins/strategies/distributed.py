@@ -289,8 +289,17 @@ class ProcessGroupStrategy:
         else:
             os.environ["MASTER_ADDR"] = str(self.info.get("main_address") or "127.0.0.1")
             os.environ["MASTER_PORT"] = str(port)
-            dist.init_process_group(backend, init_method="env://", rank=trainer.global_rank,
-                                    world_size=trainer.world_size, timeout=self.timeout)
+            attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+            if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and attempt != "0":
+                # A restarted group meets in the elastic agent's store, which still holds the addresses the
+                # dead attempt's processes published: a key prefix of this attempt keeps them apart.
+                store = dist.PrefixStore(f"/ember/attempt_{attempt}/", dist.TCPStore(
+                    os.environ["MASTER_ADDR"], int(port), trainer.world_size, is_master=False, timeout=self.timeout))
+                dist.init_process_group(backend, store=store, rank=trainer.global_rank,
+                                        world_size=trainer.world_size, timeout=self.timeout)
+            else:
+                dist.init_process_group(backend, init_method="env://", rank=trainer.global_rank,
+                                        world_size=trainer.world_size, timeout=self.timeout)
         if not _state["owned"]:
             atexit.register(_destroy_group_at_exit)
         _state["owned"] = True
