@@ -80,6 +80,82 @@ def test_names_ember_cannot_support_import_and_say_what_to_use() -> None:
         DeepSpeedSummary(BoringModel())
 
 
+# -- the deeper module paths ------------------------------------------------------------------------------------
+SUBMODULES: dict[str, list[str]] = RECORDED["submodules"]
+#: Names of a recorded module path that ember does not provide (docs/lightning.md lists them): Lightning's internals
+#: behind a class ember provides, or helpers of its own ``save_hyperparameters``.
+NOT_PROVIDED = {
+    "lightning.pytorch.callbacks.early_stopping": ["EarlyStoppingReason"],
+    "lightning.pytorch.callbacks.progress.tqdm_progress": ["Tqdm"],
+    "lightning.pytorch.callbacks.progress.rich_progress": ["RichProgressBarTheme"],
+    "lightning.pytorch.loggers.logger": ["merge_dicts"],
+    "lightning.pytorch.profilers.pytorch": ["RegisterRecordFunction", "ScheduleWrapper"],
+    "lightning.pytorch.utilities.parsing": ["clean_namespace", "collect_init_args", "get_init_args",
+                                            "parse_class_init_keys", "save_hyperparameters"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(SUBMODULES))
+def test_module_paths_give_the_recorded_names(module: str) -> None:
+    """``from lightning.pytorch.callbacks.early_stopping import EarlyStopping`` has its twin, and the object is the
+    one the package gives (``callbacks.early_stopping.EarlyStopping is callbacks.EarlyStopping``)."""
+    mod = importlib.import_module(twin(module))
+    missing = [n for n in SUBMODULES[module] if not hasattr(mod, n)]
+    assert missing == NOT_PROVIDED.get(module, []), f"{twin(module)} lacks {missing}"
+    parent = module
+    while parent not in MODULES:
+        parent = parent.rpartition(".")[0]
+    package = importlib.import_module(twin(parent))
+    for name in SUBMODULES[module]:
+        if name in MODULES[parent] and hasattr(mod, name):
+            assert getattr(mod, name) is getattr(package, name), f"{twin(module)}.{name}"
+
+
+def test_module_paths_port_by_their_import_lines() -> None:
+    """The documented port (``lightning`` -> ``ember.lightning``, ``pytorch_lightning`` ->
+    ``ember.lightning.pytorch``, import lines only) reaches every recorded module path."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests" / "lightning"))
+    try:
+        import project_runner
+    finally:
+        sys.path.remove(str(ROOT / "tests" / "lightning"))
+    lines = []
+    for module, names in sorted(SUBMODULES.items()):
+        names = [n for n in names if n not in NOT_PROVIDED.get(module, [])]
+        lines.append(f"from {module} import {', '.join(names)}")
+        lines.append(f"from {module.replace('lightning.pytorch', 'pytorch_lightning', 1)} import {', '.join(names)}")
+    ported = project_runner.to_ember("\n".join(lines))
+    assert "from lightning" not in ported and "pytorch_lightning" not in ported
+    exec(compile(ported, "<ported imports>", "exec"), {})
+
+
+def test_submodule_helpers(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.callbacks.progress.progress_bar import get_standard_metrics
+    from ember.lightning.pytorch.callbacks.progress.tqdm_progress import convert_inf
+    from ember.lightning.pytorch.callbacks.timer import Interval, Timer
+    from ember.lightning.pytorch.loggers.csv_logs import CSVLogger
+    from ember.lightning.pytorch.utilities.parsing import lightning_getattr, lightning_hasattr, lightning_setattr
+
+    assert convert_inf(float("inf")) is None and convert_inf(3) == 3
+    assert Timer(duration="00:00:00:01", interval=Interval.epoch) is not None
+    trainer = pl.Trainer(max_steps=1, limit_val_batches=0, accelerator="cpu", enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False,
+                         logger=CSVLogger(tmp_path, version="run_1234"))
+    assert get_standard_metrics(trainer) == {"v_num": "1234"}
+
+    class Model(BoringModel):
+        def __init__(self, lr: float = 0.1) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+    model = Model()
+    assert lightning_hasattr(model, "lr") and not lightning_hasattr(model, "batch_size")
+    lightning_setattr(model, "lr", 0.5)
+    assert lightning_getattr(model, "lr") == 0.5 and model.hparams.lr == 0.5
+
+
 # -- the Trainer's attributes, as Lightning shows them ----------------------------------------------------------
 @pytest.mark.parametrize("scenario", sorted(RECORDED["trainer_attributes"]))
 def test_trainer_attributes_match_lightning(scenario: str) -> None:

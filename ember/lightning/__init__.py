@@ -17,6 +17,9 @@ from ember.core.api.module import Module as LightningModule
 from ember.core.api.trainer import Trainer
 from ember.core.loop.seed import seed_everything
 
+#: The Lightning release whose names and behaviour this mirrors (code that compares ``pl.__version__`` sees it).
+__version__ = "2.6.6"
+
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "callbacks", "loggers", "pytorch",
            "seed_everything"]
 

@@ -42,6 +42,56 @@ MODULES = (
     "lightning.pytorch.plugins.environments",
     "lightning.pytorch.cli",
 )
+#: The deeper module paths that user code imports from (``from lightning.pytorch.callbacks.early_stopping import
+#: EarlyStopping``), each recorded with the names it defines (its ``__all__`` where it has one; a package's names
+#: are those it re-exports from its own modules).
+SUBMODULES = (
+    "lightning.pytorch.callbacks.model_checkpoint",
+    "lightning.pytorch.callbacks.early_stopping",
+    "lightning.pytorch.callbacks.progress",
+    "lightning.pytorch.callbacks.progress.tqdm_progress",
+    "lightning.pytorch.callbacks.progress.rich_progress",
+    "lightning.pytorch.callbacks.progress.progress_bar",
+    "lightning.pytorch.callbacks.lr_monitor",
+    "lightning.pytorch.callbacks.callback",
+    "lightning.pytorch.callbacks.model_summary",
+    "lightning.pytorch.callbacks.stochastic_weight_avg",
+    "lightning.pytorch.callbacks.timer",
+    "lightning.pytorch.callbacks.lambda_function",
+    "lightning.pytorch.callbacks.prediction_writer",
+    "lightning.pytorch.callbacks.finetuning",
+    "lightning.pytorch.callbacks.gradient_accumulation_scheduler",
+    "lightning.pytorch.callbacks.on_exception_checkpoint",
+    "lightning.pytorch.callbacks.checkpoint",
+    "lightning.pytorch.callbacks.rich_model_summary",
+    "lightning.pytorch.callbacks.pruning",
+    "lightning.pytorch.callbacks.lr_finder",
+    "lightning.pytorch.callbacks.batch_size_finder",
+    "lightning.pytorch.callbacks.device_stats_monitor",
+    "lightning.pytorch.callbacks.throughput_monitor",
+    "lightning.pytorch.callbacks.spike",
+    "lightning.pytorch.callbacks.weight_averaging",
+    "lightning.pytorch.loggers.csv_logs",
+    "lightning.pytorch.loggers.tensorboard",
+    "lightning.pytorch.loggers.wandb",
+    "lightning.pytorch.loggers.mlflow",
+    "lightning.pytorch.loggers.logger",
+    "lightning.pytorch.loggers.comet",
+    "lightning.pytorch.loggers.neptune",
+    "lightning.pytorch.trainer",
+    "lightning.pytorch.trainer.trainer",
+    "lightning.pytorch.core.module",
+    "lightning.pytorch.core.datamodule",
+    "lightning.pytorch.core.optimizer",
+    "lightning.pytorch.profilers.simple",
+    "lightning.pytorch.profilers.advanced",
+    "lightning.pytorch.profilers.pytorch",
+    "lightning.pytorch.profilers.profiler",
+    "lightning.pytorch.profilers.base",
+    "lightning.pytorch.tuner.tuning",
+    "lightning.pytorch.utilities.parsing",
+    "lightning.pytorch.utilities.grads",
+)
 #: Names every module gets from ``typing`` and ``__future__``: not the module's own.
 _NOISE = set(dir(typing)) | {"annotations", "Tensor", "nn", "torch", "np", "numpy", "log", "Path", "partial",
                              "contextmanager", "wraps", "dataclass", "field", "ABC", "abstractmethod", "override",
@@ -63,6 +113,19 @@ def public_names(module: types.ModuleType) -> list[str]:
                 continue  # a standard-library or third-party helper the module imported
         found.append(name)
     return sorted(found)
+
+
+def defined_names(module: types.ModuleType) -> list[str]:
+    """The public classes and functions ``module`` defines (a package: those of its own sub-modules), or its
+    ``__all__``."""
+    names = getattr(module, "__all__", None)
+    if names is not None:
+        return sorted(set(names))
+    home = module.__name__ + ("." if hasattr(module, "__path__") else "")
+    return sorted(name for name, value in vars(module).items()
+                  if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value))
+                  and (getattr(value, "__module__", "") == module.__name__
+                       or getattr(value, "__module__", "").startswith(home) and home.endswith(".")))
 
 
 #: Trainer arguments whose effect on the Trainer's attributes (below) is recorded.
@@ -105,6 +168,7 @@ def main() -> None:
     for name in MODULES:
         module = importlib.import_module(name)
         record[name] = public_names(module)
+    record["submodules"] = {name: defined_names(importlib.import_module(name)) for name in SUBMODULES}
     record["trainer_attributes"] = trainer_attributes(lightning.pytorch.Trainer)
     json.dump(record, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -6,6 +6,9 @@ from typing import Any
 
 from ember.lightning import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
 
+#: The Lightning release whose names and behaviour this mirrors (code that compares ``pl.__version__`` sees it).
+__version__ = "2.6.6"
+
 __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "callbacks", "loggers",
            "seed_everything"]
 

@@ -8,8 +8,17 @@ import torch
 
 from ember.core.api.callback import Callback
 from ember.core.errors import ConfigurationError
+from ember.lightning.pytorch.utilities import LightningEnum
 
 _INTERVALS = ("batch", "epoch", "batch_and_epoch")
+
+
+class WriteInterval(LightningEnum):
+    """When a :class:`BasePredictionWriter` writes: after each batch, at the end of the run, or both."""
+
+    BATCH = "batch"
+    EPOCH = "epoch"
+    BATCH_AND_EPOCH = "batch_and_epoch"
 
 
 def _batch_indices(loader: Any) -> list[list[int]] | None:
@@ -32,7 +41,7 @@ class BasePredictionWriter(Callback):
     ``batch_indices`` are the dataset indices of the batch's items (None when the loader's order is not fixed:
     an iterable dataset or a shuffling sampler)."""
 
-    def __init__(self, write_interval: str = "batch") -> None:
+    def __init__(self, write_interval: str | WriteInterval = "batch") -> None:
         if write_interval not in _INTERVALS:
             raise ConfigurationError(f"BasePredictionWriter(write_interval={write_interval!r}): expected one of "
                                      f"{', '.join(_INTERVALS)}.")

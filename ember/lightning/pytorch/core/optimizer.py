@@ -6,4 +6,8 @@ from __future__ import annotations
 
 from ember.core.loop.training import ManualOptimizer as LightningOptimizer
 
-__all__ = ["LightningOptimizer"]
+__all__ = ["LightningOptimizer", "do_nothing_closure"]
+
+
+def do_nothing_closure() -> None:
+    """A closure for ``optimizer.step(closure)`` that computes nothing."""

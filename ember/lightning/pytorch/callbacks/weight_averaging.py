@@ -1,0 +1,7 @@
+"""``lightning.pytorch.callbacks.weight_averaging``: the names import; using them says what to use instead."""
+
+from __future__ import annotations
+
+from ember.lightning.callbacks import EMAWeightAveraging, WeightAveraging
+
+__all__ = ["EMAWeightAveraging", "WeightAveraging"]

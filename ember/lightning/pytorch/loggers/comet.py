@@ -1,0 +1,7 @@
+"""``lightning.pytorch.loggers.comet``: ``CometLogger`` imports; using it says what to use instead."""
+
+from __future__ import annotations
+
+from ember.lightning.loggers import CometLogger
+
+__all__ = ["CometLogger"]
