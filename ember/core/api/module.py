@@ -100,7 +100,10 @@ class Module(HyperparametersMixin, torch.nn.Module):
     example_input_array: Any = None
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
-                                            "global_rank", "local_rank", "hparams", "logger", "loggers", "on_gpu"]
+                                            "global_rank", "local_rank", "hparams", "hparams_initial", "logger",
+                                            "loggers", "on_gpu"]
+    #: Attributes TorchScript must not type (``Any`` has no TorchScript type).
+    __jit_ignored_attributes__: list[str] = ["example_input_array"]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
