@@ -43,7 +43,7 @@ def _torch_modes() -> dict[str, tuple[Any, Callable[[Any], None]]]:
 #: kept until exit): put back after each test without failing it.
 _PROCESS_WIDE_BY_DESIGN = {"torch.are_deterministic_algorithms_enabled()", "torch.backends.cudnn.benchmark",
                            "env CUBLAS_WORKSPACE_CONFIG", "env EMBER_GLOBAL_SEED", "env EMBER_SEED_WORKERS",
-                           "a torch.distributed process group", "sys.excepthook"}
+                           "env PL_GLOBAL_SEED", "env PL_SEED_WORKERS", "a torch.distributed process group", "sys.excepthook"}
 #: Set by pytest itself around each phase, and by torch's compiler for the process on first use.
 _PYTEST_ENV = {"PYTEST_CURRENT_TEST", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"}
 #: Variables libraries keep for the process once used (torch's compiler; torch 2.4's CUDA module loading; a wandb

@@ -332,7 +332,7 @@ def test_the_conventions_shared_with_lightning_cli(project, capsys):
 
 
 def test_seed_everything_true_draws_a_seed_that_the_saved_config_keeps(project, monkeypatch):
-    for name in ("EMBER_GLOBAL_SEED", "EMBER_SEED_WORKERS"):  # put back as they were after the test
+    for name in ("EMBER_GLOBAL_SEED", "EMBER_SEED_WORKERS", "PL_GLOBAL_SEED", "PL_SEED_WORKERS"):  # as they were
         monkeypatch.setenv(name, "0")
         monkeypatch.delenv(name)
     from ember.cli_config import build, parse
@@ -346,6 +346,7 @@ def test_seed_everything_true_draws_a_seed_that_the_saved_config_keeps(project, 
         assert yaml.safe_load(parser.dump(cfg))["seed_everything"] == cfg.seed_everything
         drawn.append(cfg.seed_everything)
         monkeypatch.delenv("EMBER_GLOBAL_SEED")
+        monkeypatch.delenv("PL_GLOBAL_SEED")
     assert drawn[0] != drawn[1]
     monkeypatch.setenv("EMBER_GLOBAL_SEED", "1234")  # a process of a job that has its seed: the same one
     parser, cfg = parse("fit", ["--model", "my_pkg.models.Classifier", *QUIET])

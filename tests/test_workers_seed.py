@@ -3,6 +3,7 @@ deterministic=True lasts for its run only."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from pathlib import Path
@@ -23,9 +24,10 @@ QUIET = {"num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": Fals
 
 @pytest.fixture(autouse=True)
 def _seed_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """seed_everything writes EMBER_SEED_WORKERS / EMBER_GLOBAL_SEED; put them back after each test."""
-    monkeypatch.setenv("EMBER_SEED_WORKERS", "0")
-    monkeypatch.setenv("EMBER_GLOBAL_SEED", "0")
+    """seed_everything writes EMBER_/PL_SEED_WORKERS and EMBER_/PL_GLOBAL_SEED; put them back after each test."""
+    for prefix in ("EMBER", "PL"):
+        monkeypatch.setenv(f"{prefix}_SEED_WORKERS", "0")
+        monkeypatch.setenv(f"{prefix}_GLOBAL_SEED", "0")
 
 
 class Augmented(TensorDataset):
@@ -172,3 +174,15 @@ def test_docs_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.chdir(tmp_path)
     for i, block in enumerate(blocks):
         exec(compile(block, f"{page.name} (python block {i + 1})", "exec"), {"__name__": "reproducibility_doc"})
+
+
+def test_seed_everything_leaves_lightnings_variables_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code written for Lightning reads PL_GLOBAL_SEED / PL_SEED_WORKERS after seed_everything (worker processes,
+    LightningCLI's seed_everything=True); a process started with only PL_GLOBAL_SEED takes that seed."""
+    assert ember.seed_everything(31, workers=True, verbose=False) == 31
+    assert (os.environ["PL_GLOBAL_SEED"], os.environ["PL_SEED_WORKERS"]) == ("31", "1")
+    assert (os.environ["EMBER_GLOBAL_SEED"], os.environ["EMBER_SEED_WORKERS"]) == ("31", "1")
+    monkeypatch.delenv("EMBER_GLOBAL_SEED")
+    monkeypatch.setenv("PL_GLOBAL_SEED", "57")
+    assert ember.seed_everything(verbose=False) == 57
+    assert os.environ["EMBER_GLOBAL_SEED"] == "57"

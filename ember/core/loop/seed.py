@@ -19,17 +19,21 @@ import torch
 def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python's ``random``, NumPy (if installed) and torch (CPU and every CUDA device).
 
-    ``seed=None`` reads ``EMBER_GLOBAL_SEED`` or uses 0. ``workers=True`` also seeds every data-loader
+    ``seed=None`` reads ``EMBER_GLOBAL_SEED`` (or Lightning's ``PL_GLOBAL_SEED``) or uses 0. The seed and
+    ``workers`` are left in the environment under both names (``EMBER_GLOBAL_SEED``/``EMBER_SEED_WORKERS`` and
+    ``PL_GLOBAL_SEED``/``PL_SEED_WORKERS``, which code written for Lightning reads), for the processes a run
+    starts. ``workers=True`` also seeds every data-loader
     worker process, and every batch a worker loads, from this seed, the global rank and the epoch (see
     :class:`WorkerSeeder`; the Trainer applies it to each ``DataLoader`` with workers and no ``worker_init_fn``
     of its own). ``verbose`` logs the seed (at INFO level). Returns the seed.
     """
     if seed is None:
-        seed = int(os.environ.get("EMBER_GLOBAL_SEED", 0))
+        seed = int(os.environ.get("EMBER_GLOBAL_SEED", os.environ.get("PL_GLOBAL_SEED", 0)))
     if not (-(2**63) <= seed < 2**64):
         raise ValueError(f"seed_everything({seed}): the seed must fit in 64 bits.")
-    os.environ["EMBER_GLOBAL_SEED"] = str(seed)
-    os.environ["EMBER_SEED_WORKERS"] = str(int(workers))
+    for prefix in ("EMBER", "PL"):
+        os.environ[f"{prefix}_GLOBAL_SEED"] = str(seed)
+        os.environ[f"{prefix}_SEED_WORKERS"] = str(int(workers))
     random.seed(seed)
     try:
         import numpy as np
