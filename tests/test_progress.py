@@ -129,7 +129,7 @@ def test_a_validation_bar_is_made_only_once_it_is_due(slow, tmp_path, monkeypatc
 
     monkeypatch.setattr(tqdm_bar.TQDMProgressBar, "_tqdm", counted)
     out = io.StringIO()
-    bar = TQDMProgressBar(force_terminal=True, file=out, min_interval=0.05)
+    bar = TQDMProgressBar(force_terminal=True, file=out, min_interval=0.05 if slow else 3600.0)
     ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 1}).fit(
         Slow(), *tiny_loaders())
     assert made.count("Epoch 1/1") == 1

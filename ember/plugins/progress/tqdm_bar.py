@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ember.core.hooks.options import boolean
@@ -49,7 +50,7 @@ class TQDMProgressBar(ProgressBar):
 
     def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
         if isinstance(bar, _Deferred):  # due to render: min_interval has passed since it started
-            bar = bar.open(self)
+            bar = bar.open(self._tqdm)
         bar.set_postfix_str(_postfix(postfix), refresh=False)
         if n > bar.n:
             bar.update(n - bar.n)
@@ -85,9 +86,9 @@ class _Deferred:
         self.started = time.time()  # tqdm's clock
         self.bar: Any = None
 
-    def open(self, owner: TQDMProgressBar) -> Any:
+    def open(self, make: Callable[..., Any]) -> Any:
         if self.bar is None:
-            self.bar = owner._tqdm(self.total, self.description, leave=False)
+            self.bar = make(self.total, self.description, leave=False)
             self.bar.start_t = self.started
         return self.bar
 
