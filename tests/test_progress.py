@@ -104,3 +104,35 @@ def test_a_terminal_bar_renders_only_when_its_interval_has_passed(tmp_path):
     ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 2}).fit(ProgModel(), train)
     assert Counting.renders == [10, 10]  # the last batch of each epoch
     assert "10/10" in plain(out.getvalue())
+
+
+@pytest.mark.parametrize("slow", [False, True])
+def test_a_validation_bar_is_made_only_once_it_is_due(slow, tmp_path, monkeypatch):
+    """A validation bar within a fit is erased when it ends: it is made (and drawn) only when validation takes
+    longer than min_interval, with the time since validation started."""
+    import time
+
+    from ember.plugins.progress import tqdm_bar
+
+    made: list[str] = []
+    real = TQDMProgressBar._tqdm
+
+    def counted(self, total, description, leave):
+        made.append(description)
+        return real(self, total, description, leave)
+
+    class Slow(ProgModel):
+        def validation_step(self, batch, batch_idx):
+            if slow:
+                time.sleep(0.03)
+            super().validation_step(batch, batch_idx)
+
+    monkeypatch.setattr(tqdm_bar.TQDMProgressBar, "_tqdm", counted)
+    out = io.StringIO()
+    bar = TQDMProgressBar(force_terminal=True, file=out, min_interval=0.05 if slow else 3600.0)
+    ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 1}).fit(
+        Slow(), *tiny_loaders())
+    assert made.count("Epoch 1/1") == 1
+    assert made.count("Validation") == (1 if slow else 0)
+    assert ("Validation" in plain(out.getvalue())) is slow
+    assert not bar._live

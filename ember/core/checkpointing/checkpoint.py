@@ -25,6 +25,7 @@ import inspect
 import logging
 import os
 import signal
+import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -79,6 +80,17 @@ class CheckpointedTrainer(RunningTrainer, Protocol):
 
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
+_DEFAULT_STATE_KEY: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _default_state_key(cls: type) -> bool:
+    """``cls`` keeps ember.Callback's default ``state_key`` (the identity); looked up once per class, not per save."""
+    found = _DEFAULT_STATE_KEY.get(cls)
+    if found is None:
+        found = _DEFAULT_STATE_KEY[cls] = is_base_hook(getattr(inspect.getattr_static(cls, "state_key", None),
+                                                                "fget", None))
+    return found
+
 
 # ---------------------------------------------------------------------------------------------------------
 # The trainer's side
@@ -189,8 +201,7 @@ class Checkpointing:
             if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
                                                                                          None))):
                 continue
-            key = None if is_base_hook(getattr(inspect.getattr_static(type(plugin), "state_key", None), "fget", None)) \
-                else getattr(plugin, "state_key", None)  # ember.Callback's default state_key: the identity
+            key = None if _default_state_key(type(plugin)) else getattr(plugin, "state_key", None)
             key = key if isinstance(key, str) else identity
             if key in found:
                 raise ConfigurationError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ember.core.hooks.options import boolean
@@ -35,29 +37,67 @@ class TQDMProgressBar(ProgressBar):
         super().__init__(refresh_rate, min_interval, force_terminal, file)
 
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
-        tqdm = _bar_class()
-        # A bar that is erased when it ends (validation within a fit, the sanity check) is first drawn after
-        # min_interval: one that ends sooner would only flash, and drawing and erasing it costs every epoch.
-        return tqdm(total=total, desc=description, leave=leave, file=self.file, dynamic_ncols=True,
-                    mininterval=0.0, miniters=1, smoothing=0.0, delay=0.0 if leave else self.min_interval,
-                    unit="it", disable=False)
+        if not leave and self.min_interval > 0:
+            # A bar that is erased when it ends (validation within a fit, the sanity check) is first drawn after
+            # min_interval: one that ends sooner would only flash. It is made then, not before: making and
+            # closing a tqdm bar that never draws costs a hundred calls every epoch.
+            return _Deferred(total, description)
+        return self._tqdm(total, description, leave)
+
+    def _tqdm(self, total: int | None, description: str, leave: bool) -> Any:
+        return _bar_class()(total=total, desc=description, leave=leave, file=self.file, dynamic_ncols=True,
+                            mininterval=0.0, miniters=1, smoothing=0.0, unit="it", disable=False)
 
     def _render(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
-        bar.set_postfix({k: _fmt(v) for k, v in postfix.items()}, refresh=False)
+        if isinstance(bar, _Deferred):  # due to render: min_interval has passed since it started
+            bar = bar.open(self._tqdm)
+        bar.set_postfix_str(_postfix(postfix), refresh=False)
         if n > bar.n:
             bar.update(n - bar.n)
         else:
             bar.refresh()
 
     def _close(self, kind: str, bar: Any) -> None:
-        bar.close()
+        if isinstance(bar, _Deferred):
+            bar = bar.bar
+        if bar is not None:
+            bar.close()
 
     def _render_and_close(self, kind: str, bar: Any, n: int, postfix: dict[str, Any]) -> None:
         # tqdm draws a bar that stays (leave=True) once more when it closes: set the count and the postfix
         # without drawing, and let close() draw them (a bar that goes is erased, drawn or not)
-        bar.set_postfix({k: _fmt(v) for k, v in postfix.items()}, refresh=False)
+        if isinstance(bar, _Deferred):  # a bar that goes is erased: one never drawn stays undrawn
+            if bar.bar is None:
+                return
+            bar = bar.bar
+        bar.set_postfix_str(_postfix(postfix), refresh=False)
         bar.n = n
         bar.close()
+
+
+class _Deferred:
+    """A bar that is erased when it ends, not made until its first render is due (``min_interval`` after it
+    started); it then shows the time since it started, as a bar made at the start would."""
+
+    __slots__ = ("total", "description", "started", "bar")
+
+    def __init__(self, total: int | None, description: str) -> None:
+        self.total, self.description = total, description
+        self.started = time.time()  # tqdm's clock
+        self.bar: Any = None
+
+    def open(self, make: Callable[..., Any]) -> Any:
+        if self.bar is None:
+            self.bar = make(self.total, self.description, leave=False)
+            self.bar.start_t = self.started
+        return self.bar
+
+
+def _postfix(values: dict[str, Any]) -> str:
+    """The text ``tqdm.set_postfix(values)`` would set (``key=value``, comma-separated, in the order given, the
+    values formatted by ``_fmt``), built in one expression: tqdm's own copies the values into an ordered dict
+    and walks it twice, on every render."""
+    return ", ".join(f"{k}={_fmt(v).strip()}" for k, v in values.items())
 
 
 _BAR_CLASS: Any = None
