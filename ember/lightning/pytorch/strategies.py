@@ -70,6 +70,13 @@ class Strategy(SeedPlugin):
         return bool(getattr(self.plugin, "async_save", False))
 
     # -- Lightning's methods ---------------------------------------------------------------------------
+    def connect(self, model: Any) -> None:
+        """Called once per run with the module, before the accelerator sets up the device (as in Lightning);
+        ``lightning_module`` and ``model`` are the trainer's in ember."""
+
+    def connect_trainer(self, trainer: Any) -> None:
+        self.connect(trainer.module)
+
     def setup_environment(self) -> None:
         self.delegate("setup_environment")
 
