@@ -163,3 +163,28 @@ def test_checkpoint_io_subclass_writes_the_checkpoints(tmp_path: Path) -> None:
     trainer, _ = _fit(plugins=[Recording()])
     trainer.save_checkpoint(tmp_path / "b.ckpt")  # type: ignore[attr-defined]
     assert written == [str(tmp_path / "b.ckpt")] and (tmp_path / "b.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_ddp_strategy_subclass_on_two_gloo_processes_as_on_lightning() -> None:
+    """tests/lightning/seed_ddp.py: DDPStrategy(find_unused_parameters=True) subclassed to record reduce and barrier,
+    2 CPU processes; the same weights, steps and synced loss as Lightning (tests/lightning/seed_ddp.json)."""
+    sys.path.insert(0, str(HERE))
+    try:
+        import seed_ddp
+    finally:
+        sys.path.remove(str(HERE))
+    expected = json.loads((HERE / "seed_ddp.json").read_text())["recorded"]
+    from dist_support import clean_env
+
+    env = clean_env(PYTHONPATH=str(HERE.parent.parent))  # not seen as a pytest session, which ember does not re-run
+    got = seed_ddp.record("ember.lightning.pytorch", sys.executable, env, timeout=150)
+    for ours, theirs in zip(got, expected, strict=True):
+        assert [ours[k] for k in ("rank", "world_size", "global_step", "loss")] == \
+            [theirs[k] for k in ("rank", "world_size", "global_step", "loss")]
+        # the override answers ember's calls: one barrier (Lightning makes five of its own) and the reduce of the
+        # sync_dist=True epoch value (Lightning reduces its sum and its sample count apart, and each loader's length)
+        assert ours["calls"] == [["barrier"], ["reduce", "mean", theirs["loss"]]]
+        assert ["reduce", "mean", 8.0] in theirs["calls"] and ["barrier"] in theirs["calls"]
+    for key, value in expected[0]["weights"].items():
+        torch.testing.assert_close(torch.tensor(got[0]["weights"][key]), torch.tensor(value), rtol=1e-5, atol=1e-6)

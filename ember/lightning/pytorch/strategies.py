@@ -86,7 +86,8 @@ class Strategy(SeedPlugin):
             or move_to_device(batch, device, non_blocking=device.type != "cpu")
 
     def process_dataloader(self, dataloader: Any) -> Any:
-        return self.delegate("process_dataloader", dataloader, dataloader=dataloader)
+        return self.delegate("process_dataloader", dataloader, dataloader=dataloader,
+                             stage=getattr(self, "_stage", "train"))
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
         op = _OPS.get(str(reduce_op).lower().rsplit(".", 1)[-1], "mean")
