@@ -188,3 +188,72 @@ def test_ddp_strategy_subclass_on_two_gloo_processes_as_on_lightning() -> None:
         assert ["reduce", "mean", 8.0] in theirs["calls"] and ["barrier"] in theirs["calls"]
     for key, value in expected[0]["weights"].items():
         torch.testing.assert_close(torch.tensor(got[0]["weights"][key]), torch.tensor(value), rtol=1e-5, atol=1e-6)
+
+
+def test_cluster_environments_configure_embers_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.lightning.pytorch.plugins import (
+        ClusterEnvironment,
+        LightningEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+    from ember.lightning.pytorch.plugins.environments import ClusterEnvironment as FromModule
+
+    assert FromModule is ClusterEnvironment
+    assert LightningEnvironment().identity == "environment.local"
+    assert TorchElasticEnvironment().identity == "environment.torchrun" and not TorchElasticEnvironment.detect()
+    slurm = SLURMEnvironment(auto_requeue=False)
+    assert slurm.identity == "environment.slurm" and slurm.plugin.auto_requeue is False
+    alone = LightningEnvironment()
+    assert (alone.world_size(), alone.global_rank(), alone.creates_processes_externally) == (1, 0, False)
+
+    trainer, _ = _fit(plugins=[LightningEnvironment()])
+    assert trainer.role_identities["environment"] == "environment.local"  # type: ignore[attr-defined]
+
+    # a SLURM task of one, with a port of the subclass's own
+    for key, value in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                       "SLURM_JOB_ID": "123", "SLURM_JOB_NODELIST": "node7"}.items():
+        monkeypatch.setenv(key, value)
+
+    class FixedPort(SLURMEnvironment):
+        @property
+        def main_port(self) -> int:
+            return 29555
+
+    env = FixedPort(auto_requeue=False)
+    assert SLURMEnvironment.detect() and env.creates_processes_externally and env.main_address == "node7"
+    info = env._ember_distributed_info()
+    assert (info["main_port"], info["world_size"], info["global_rank"], info["launched"]) == (29555, 1, 0, True)
+    import ember.lightning.pytorch as pl
+
+    trainer = pl.Trainer(plugins=[FixedPort(auto_requeue=False)], logger=False)  # no fit: node7 does not exist
+    assert trainer.role_identities["environment"] == "environment.slurm"
+
+
+def test_a_cluster_environment_of_ones_own() -> None:
+    from ember.lightning.pytorch.plugins import ClusterEnvironment
+
+    class Mine(ClusterEnvironment):
+        @property
+        def creates_processes_externally(self) -> bool:
+            return True
+
+        @property
+        def main_address(self) -> str:
+            return "10.0.0.1"
+
+        @property
+        def main_port(self) -> int:
+            return 1234
+
+        def world_size(self) -> int:
+            return 1
+
+        def global_rank(self) -> int:
+            return 0
+
+    info = Mine()._ember_distributed_info()
+    assert info == {"global_rank": 0, "local_rank": 0, "node_rank": 0, "world_size": 1, "local_world_size": 1,
+                    "num_nodes": 1, "main_address": "10.0.0.1", "main_port": 1234, "launched": True}
+    trainer, _ = _fit(plugins=[Mine()])
+    assert trainer.role_identities["environment"] == "environment.Mine"  # type: ignore[attr-defined]

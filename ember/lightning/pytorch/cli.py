@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import random
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial, update_wrapper
 from types import MethodType
 from typing import Any
@@ -27,11 +27,28 @@ from ember.core.api.trainer import Trainer
 from ember.core.hooks.options import declared_options
 from ember.core.loop.seed import seed_everything
 from ember.hookspecs import hookimpl
+from ember.lightning import Callback, LightningDataModule, LightningModule
+from ember.lightning.pytorch.utilities.exceptions import MisconfigurationException
+from ember.lightning.pytorch.utilities.model_helpers import RequirementCache, is_overridden
+from ember.lightning.pytorch.utilities.rank_zero import rank_zero_warn
 from ember.version import __version__
 
-__all__ = ["LightningArgumentParser", "LightningCLI", "SaveConfigCallback", "instantiate_class"]
+__all__ = ["ArgsType", "Callback", "LRScheduler", "LRSchedulerCallable", "LRSchedulerType", "LRSchedulerTypeTuple",
+           "LRSchedulerTypeUnion", "LightningArgumentParser", "LightningCLI", "LightningDataModule", "LightningModule",
+           "MisconfigurationException", "Optimizer", "OptimizerCallable", "ReduceLROnPlateau", "RequirementCache",
+           "SaveConfigCallback", "instantiate_class", "is_overridden", "rank_zero_warn"]
 
-_LR_SCHEDULERS = (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+# Lightning's type names, for annotating a module's arguments (``optimizer: OptimizerCallable = torch.optim.Adam``).
+Optimizer = torch.optim.Optimizer
+LRScheduler = torch.optim.lr_scheduler.LRScheduler
+ReduceLROnPlateau = torch.optim.lr_scheduler.ReduceLROnPlateau
+LRSchedulerTypeTuple = (LRScheduler, ReduceLROnPlateau)
+LRSchedulerTypeUnion = LRScheduler | ReduceLROnPlateau
+LRSchedulerType = type[LRScheduler] | type[ReduceLROnPlateau]
+OptimizerCallable = Callable[[Iterable], Optimizer]
+LRSchedulerCallable = Callable[[Optimizer], LRScheduler | ReduceLROnPlateau]
+ArgsType = list[str] | dict[str, Any] | Namespace | None
+_LR_SCHEDULERS = LRSchedulerTypeTuple
 
 
 class LightningArgumentParser(ArgumentParser):
@@ -44,6 +61,16 @@ class LightningArgumentParser(ArgumentParser):
         self.callback_keys: list[str] = []
         self._optimizers: dict[str, tuple[type | tuple[type, ...], str]] = {}
         self._lr_schedulers: dict[str, tuple[type | tuple[type, ...], str]] = {}
+
+    @property
+    def optimizer_groups(self) -> dict[str, tuple[type | tuple[type, ...], str]]:
+        """The optimizer groups added (``_optimizers`` in Lightning): key -> (class or classes, ``link_to``)."""
+        return self._optimizers
+
+    @property
+    def lr_scheduler_groups(self) -> dict[str, tuple[type | tuple[type, ...], str]]:
+        """The scheduler groups added (``_lr_schedulers`` in Lightning): key -> (class or classes, ``link_to``)."""
+        return self._lr_schedulers
 
     def add_lightning_class_args(self, lightning_class: Any, nested_key: str, subclass_mode: bool = False,
                                  required: bool = True) -> list[str]:
@@ -202,9 +229,9 @@ class LightningCLI:
         self.add_core_arguments_to_parser(parser)
         self.add_arguments_to_parser(parser)
         if self.auto_configure_optimizers:
-            if not parser._optimizers:
+            if not parser.optimizer_groups:
                 parser.add_optimizer_args((torch.optim.Optimizer,))
-            if not parser._lr_schedulers:
+            if not parser.lr_scheduler_groups:
                 parser.add_lr_scheduler_args(_LR_SCHEDULERS)
         self.link_optimizers_and_lr_schedulers(parser)
 
@@ -233,7 +260,7 @@ class LightningCLI:
     @staticmethod
     def link_optimizers_and_lr_schedulers(parser: LightningArgumentParser) -> None:
         """Links the optimizer and scheduler groups added with a ``link_to`` other than ``"AUTOMATIC"``."""
-        for key, (class_type, link_to) in {**parser._optimizers, **parser._lr_schedulers}.items():
+        for key, (class_type, link_to) in {**parser.optimizer_groups, **parser.lr_scheduler_groups}.items():
             if link_to == "AUTOMATIC":
                 continue
             if isinstance(class_type, tuple):
@@ -326,15 +353,15 @@ class LightningCLI:
             return [key for key, (classes, link_to) in register.items() if link_to == "AUTOMATIC"
                     and any(issubclass(c, bases) for c in (classes if isinstance(classes, tuple) else (classes,)))]
 
-        optimizers = automatic(torch.optim.Optimizer, parser._optimizers)
-        schedulers = automatic(_LR_SCHEDULERS, parser._lr_schedulers)
+        optimizers = automatic(torch.optim.Optimizer, parser.optimizer_groups)
+        schedulers = automatic(_LR_SCHEDULERS, parser.lr_scheduler_groups)
         if not optimizers:
             return
         if len(optimizers) > 1 or len(schedulers) > 1:
             raise ValueError(f"`{type(self).__name__}.add_configure_optimizers_method_to_model` expects at most one "
                              f"optimizer and one lr_scheduler to be 'AUTOMATIC', but found {optimizers + schedulers}: "
                              "link the groups and implement `configure_optimizers` instead.")
-        optimizer_class = parser._optimizers[optimizers[0]][0]
+        optimizer_class = parser.optimizer_groups[optimizers[0]][0]
         optimizer_init = self._get(self.config_init, optimizers[0])
         if not isinstance(optimizer_class, tuple):
             optimizer_init = _with_class_path(optimizer_class, optimizer_init)
@@ -342,7 +369,7 @@ class LightningCLI:
             return  # the groups are there but were not given
         scheduler_init = None
         if schedulers:
-            scheduler_class = parser._lr_schedulers[schedulers[0]][0]
+            scheduler_class = parser.lr_scheduler_groups[schedulers[0]][0]
             scheduler_init = self._get(self.config_init, schedulers[0])
             if not isinstance(scheduler_class, tuple):
                 scheduler_init = _with_class_path(scheduler_class, scheduler_init)
