@@ -12,6 +12,9 @@ import pytest
 
 HERE = Path(__file__).parent / "lightning"
 FIXTURE = json.loads((HERE / "lightning_cli.json").read_text())["recorded"]
+#: A LightningCLI subclass's hooks, --optimizer/--lr_scheduler, seed_everything, trainer_defaults and run=False
+#: (tests/lightning/record_lightning_cli_hooks.py).
+HOOKS_FIXTURE = json.loads((HERE / "lightning_cli_hooks.json").read_text())["recorded"]
 ROOT = Path(__file__).parent.parent
 
 
@@ -29,6 +32,22 @@ def ember_record() -> dict[str, dict]:
 @pytest.mark.parametrize("scenario", sorted(FIXTURE))
 def test_same_as_lightning(ember_record: dict[str, dict], scenario: str) -> None:
     assert ember_record[scenario] == FIXTURE[scenario]
+
+
+@pytest.fixture(scope="module")
+def ember_hooks_record() -> dict[str, dict]:
+    sys.path.insert(0, str(HERE))
+    try:
+        import record_lightning_cli_hooks
+    finally:
+        sys.path.remove(str(HERE))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return record_lightning_cli_hooks.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+
+
+@pytest.mark.parametrize("scenario", sorted(HOOKS_FIXTURE))
+def test_subclass_hooks_same_as_lightning(ember_hooks_record: dict[str, dict], scenario: str) -> None:
+    assert ember_hooks_record[scenario] == HOOKS_FIXTURE[scenario]
 
 
 def test_run_false_and_print_config_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

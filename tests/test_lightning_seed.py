@@ -15,8 +15,20 @@ import torch
 HERE = Path(__file__).parent / "lightning"
 FIXTURE = json.loads((HERE / "seed_classes.json").read_text())["recorded"]
 #: Calls Lightning makes that ember does not, and why: Lightning's Trainer calls Strategy.barrier at five points
-#: of its own setup and teardown; ember calls the barrier hook only where a plugin or callback needs one.
-NOT_CALLED_BY_EMBER = {"strategy.barrier"}
+#: of its own setup and teardown, Strategy.broadcast for its log folder and Strategy.reduce("sum") of each loader's
+#: length (its check that no rank has an empty loader); ember calls these hooks only where a plugin, callback or
+#: the module asks (self.log(sync_dist=True), all_gather, ...), and with one process not at all.
+NOT_CALLED_BY_EMBER = {"strategy.barrier", "strategy.broadcast", "strategy.reduce"}
+
+
+def _device_first(calls: list) -> list:
+    """Lightning calls Precision.convert_input on the host batch, then Strategy.batch_to_device; ember moves the
+    batch first and converts it on the device."""
+    out = list(calls)
+    for i in range(len(out) - 1):
+        if out[i][0] == "convert_input" and out[i + 1][0] == "strategy.batch_to_device":
+            out[i], out[i + 1] = out[i + 1], out[i]
+    return out
 
 
 def _ember_calls() -> dict[str, list]:
@@ -43,7 +55,7 @@ def test_same_calls_as_lightning(ember_calls: dict[str, list], scenario: str) ->
     # passes the run's device
     expected = [[c[0], "cpu", *c[2:]] if c[0] == "strategy.batch_to_device" and c[1] == "None" else c
                 for c in expected]
-    assert ember_calls[scenario] == expected
+    assert ember_calls[scenario] == _device_first(expected)
 
 
 def test_importable_from_lightning_paths() -> None:
@@ -151,3 +163,97 @@ def test_checkpoint_io_subclass_writes_the_checkpoints(tmp_path: Path) -> None:
     trainer, _ = _fit(plugins=[Recording()])
     trainer.save_checkpoint(tmp_path / "b.ckpt")  # type: ignore[attr-defined]
     assert written == [str(tmp_path / "b.ckpt")] and (tmp_path / "b.ckpt").exists()
+
+
+@pytest.mark.slow
+def test_ddp_strategy_subclass_on_two_gloo_processes_as_on_lightning() -> None:
+    """tests/lightning/seed_ddp.py: DDPStrategy(find_unused_parameters=True) subclassed to record reduce and barrier,
+    2 CPU processes; the same weights, steps and synced loss as Lightning (tests/lightning/seed_ddp.json)."""
+    sys.path.insert(0, str(HERE))
+    try:
+        import seed_ddp
+    finally:
+        sys.path.remove(str(HERE))
+    expected = json.loads((HERE / "seed_ddp.json").read_text())["recorded"]
+    from dist_support import clean_env
+
+    env = clean_env(PYTHONPATH=str(HERE.parent.parent))  # not seen as a pytest session, which ember does not re-run
+    got = seed_ddp.record("ember.lightning.pytorch", sys.executable, env, timeout=150)
+    for ours, theirs in zip(got, expected, strict=True):
+        assert [ours[k] for k in ("rank", "world_size", "global_step", "loss")] == \
+            [theirs[k] for k in ("rank", "world_size", "global_step", "loss")]
+        # the override answers ember's calls: one barrier (Lightning makes five of its own) and the reduce of the
+        # sync_dist=True epoch value (Lightning reduces its sum and its sample count apart, and each loader's length)
+        assert ours["calls"] == [["barrier"], ["reduce", "mean", theirs["loss"]]]
+        assert ["reduce", "mean", 8.0] in theirs["calls"] and ["barrier"] in theirs["calls"]
+    for key, value in expected[0]["weights"].items():
+        torch.testing.assert_close(torch.tensor(got[0]["weights"][key]), torch.tensor(value), rtol=1e-5, atol=1e-6)
+
+
+def test_cluster_environments_configure_embers_environments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.lightning.pytorch.plugins import (
+        ClusterEnvironment,
+        LightningEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+    from ember.lightning.pytorch.plugins.environments import ClusterEnvironment as FromModule
+
+    assert FromModule is ClusterEnvironment
+    assert LightningEnvironment().identity == "environment.local"
+    assert TorchElasticEnvironment().identity == "environment.torchrun" and not TorchElasticEnvironment.detect()
+    slurm = SLURMEnvironment(auto_requeue=False)
+    assert slurm.identity == "environment.slurm" and slurm.plugin.auto_requeue is False
+    alone = LightningEnvironment()
+    assert (alone.world_size(), alone.global_rank(), alone.creates_processes_externally) == (1, 0, False)
+
+    trainer, _ = _fit(plugins=[LightningEnvironment()])
+    assert trainer.role_identities["environment"] == "environment.local"  # type: ignore[attr-defined]
+
+    # a SLURM task of one, with a port of the subclass's own
+    for key, value in {"SLURM_NTASKS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0",
+                       "SLURM_JOB_ID": "123", "SLURM_JOB_NODELIST": "node7"}.items():
+        monkeypatch.setenv(key, value)
+
+    class FixedPort(SLURMEnvironment):
+        @property
+        def main_port(self) -> int:
+            return 29555
+
+    env = FixedPort(auto_requeue=False)
+    assert SLURMEnvironment.detect() and env.creates_processes_externally and env.main_address == "node7"
+    info = env._ember_distributed_info()
+    assert (info["main_port"], info["world_size"], info["global_rank"], info["launched"]) == (29555, 1, 0, True)
+    import ember.lightning.pytorch as pl
+
+    trainer = pl.Trainer(plugins=[FixedPort(auto_requeue=False)], logger=False)  # no fit: node7 does not exist
+    assert trainer.role_identities["environment"] == "environment.slurm"
+
+
+def test_a_cluster_environment_of_ones_own() -> None:
+    from ember.lightning.pytorch.plugins import ClusterEnvironment
+
+    class Mine(ClusterEnvironment):
+        @property
+        def creates_processes_externally(self) -> bool:
+            return True
+
+        @property
+        def main_address(self) -> str:
+            return "10.0.0.1"
+
+        @property
+        def main_port(self) -> int:
+            return 1234
+
+        def world_size(self) -> int:
+            return 1
+
+        def global_rank(self) -> int:
+            return 0
+
+    info = Mine()._ember_distributed_info()
+    assert info == {"global_rank": 0, "local_rank": 0, "node_rank": 0, "world_size": 1, "local_world_size": 1,
+                    "num_nodes": 1, "main_address": "10.0.0.1", "main_port": 1234, "launched": True}
+    trainer, _ = _fit(plugins=[Mine()])
+    assert trainer.role_identities["environment"] == "environment.Mine"  # type: ignore[attr-defined]

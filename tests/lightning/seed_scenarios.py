@@ -82,7 +82,54 @@ def _recorders(package: str, calls: list) -> dict[str, Any]:
             calls.append(["strategy.barrier"])
             super().barrier(name)
 
+    class FullPrecision(precision_recorder(precision.Precision)):  # type: ignore[misc]
+        def connect(self, model: Any, optimizers: Any, lr_schedulers: Any) -> Any:
+            calls.append(["connect", type(model).__name__, len(optimizers), len(lr_schedulers)])
+            return super().connect(model, optimizers, lr_schedulers)
+
+        def state_dict(self) -> Any:
+            calls.append(["state_dict"])
+            return super().state_dict()
+
+    class FullAccelerator(Accelerator):
+        def get_device_stats(self, device: Any) -> Any:
+            calls.append(["accelerator.get_device_stats", str(device)])
+            return {"recorded": 1.0}
+
+        @staticmethod
+        def is_available() -> bool:
+            calls.append(["accelerator.is_available"])
+            return True
+
+    class FullStrategy(Strategy):
+        def connect(self, model: Any) -> None:
+            calls.append(["strategy.connect", type(model).__name__])
+            super().connect(model)
+
+        def all_gather(self, tensor: Any, group: Any = None, sync_grads: bool = False) -> Any:
+            calls.append(["strategy.all_gather", list(tensor.shape), sync_grads])
+            return super().all_gather(tensor, group, sync_grads)
+
+        def broadcast(self, obj: Any, src: int = 0) -> Any:
+            calls.append(["strategy.broadcast", type(obj).__name__, src])
+            return super().broadcast(obj, src)
+
+        def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
+            calls.append(["strategy.reduce", str(reduce_op)])
+            return super().reduce(tensor, group, reduce_op)
+
+        def model_sharded_context(self) -> Any:
+            calls.append(["strategy.model_sharded_context"])
+            return super().model_sharded_context()
+
+        def save_checkpoint(self, checkpoint: Any, filepath: Any, storage_options: Any = None) -> None:
+            calls.append(["strategy.save_checkpoint", sorted(k for k in ("state_dict", "optimizer_states", "epoch",
+                                                                         "global_step") if k in checkpoint),
+                          __import__("os").path.basename(str(filepath))])
+            return super().save_checkpoint(checkpoint, filepath, storage_options)
+
     return {"pl": pl, "torch": torch, "precision": precision_recorder(precision.Precision),
+            "full_precision": FullPrecision, "full_accelerator": FullAccelerator, "full_strategy": FullStrategy,
             "mixed": precision_recorder(precision.MixedPrecision), "accelerator": Accelerator, "strategy": Strategy}
 
 
@@ -97,7 +144,15 @@ def _fit(package: str, calls: list, plugin: str, **trainer: Any) -> None:
             self.layer = torch.nn.Linear(4, 1)
 
         def training_step(self, batch: Any, batch_idx: int) -> Any:
-            return self.layer(batch[0]).float().pow(2).mean()
+            loss = self.layer(batch[0]).float().pow(2).mean()
+            if plugin == "overrides":
+                self.all_gather(loss.detach())
+                self.log("gathered", loss.detach(), sync_dist=True)
+            return loss
+
+        def configure_model(self) -> None:
+            if plugin == "overrides":
+                calls.append(["configure_model"])
 
         def configure_optimizers(self) -> Any:
             return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -112,6 +167,22 @@ def _fit(package: str, calls: list, plugin: str, **trainer: Any) -> None:
         kwargs["plugins"] = [r["mixed"]("bf16-mixed", "cpu")]
     elif plugin == "accelerator_strategy":
         kwargs["accelerator"], kwargs["strategy"] = r["accelerator"](), r["strategy"]()
+    elif plugin == "overrides":
+        import os
+        import tempfile
+
+        loggers = importlib.import_module(f"{package}.loggers")
+        callbacks = importlib.import_module(f"{package}.callbacks")
+        folder = tempfile.mkdtemp()
+        kwargs.update(plugins=[r["full_precision"]()], accelerator=r["full_accelerator"](),
+                      strategy=r["full_strategy"](), logger=loggers.CSVLogger(folder), log_every_n_steps=1,
+                      callbacks=[callbacks.DeviceStatsMonitor()])
+        trainer = pl.Trainer(**kwargs)
+        calls.append(["fit"])
+        trainer.fit(Model(), data)
+        calls.append(["save_checkpoint"])
+        trainer.save_checkpoint(os.path.join(folder, "manual.ckpt"))
+        return
     pl.Trainer(**kwargs).fit(Model(), data)
 
 
@@ -122,6 +193,7 @@ SCENARIOS: dict[str, tuple[str, dict[str, Any]]] = {
                                            "gradient_clip_algorithm": "value"}),
     "mixed_bf16": ("mixed", {"gradient_clip_val": 0.5}),
     "accelerator_strategy": ("accelerator_strategy", {}),
+    "overrides": ("overrides", {"gradient_clip_val": 0.5}),
 }
 
 

@@ -47,6 +47,8 @@ class Loops:
         self.t = trainer
         self.max_epochs = -1
         self.max_steps = -1
+        if getattr(trainer, "config", None) is not None:
+            self._set_limits()  # the Trainer's max_epochs/max_steps read right after it is built, as in Lightning
         #: The run state this loop owns; the Trainer's properties read it.
         self.progress = Progress()
         self.log_context = LogContext()

@@ -1,13 +1,13 @@
 """``lightning.pytorch.accelerators``'s classes as ember plugins (see :mod:`ember.lightning.seed`).
 
 ``Trainer(accelerator=CPUAccelerator())`` runs as ``accelerator="cpu"``; a subclass's ``setup_device``,
-``teardown`` and ``setup`` are called where Lightning calls them. ``get_device_stats``, ``parse_devices``,
-``get_parallel_devices``, ``auto_device_count`` and ``is_available`` are there for code that calls them.
+``teardown`` and ``setup`` are called where Lightning calls them, ``is_available`` when the Trainer is built and
+``get_device_stats`` by ``DeviceStatsMonitor``. ``parse_devices``, ``get_parallel_devices`` and
+``auto_device_count`` are there for code that calls them.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -78,8 +78,10 @@ class CPUAccelerator(Accelerator):
     plugin_class = _EmberCPU
 
     def get_device_stats(self, device: Any) -> dict[str, Any]:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-        return {"cpu_load_1min": load}
+        """The CPU's use, as Lightning's ``get_cpu_stats`` (needs ``psutil``)."""
+        from ember.lightning.pytorch.callbacks.monitors import _cpu_stats
+
+        return dict(_cpu_stats())
 
     @staticmethod
     def parse_devices(devices: Any) -> int:

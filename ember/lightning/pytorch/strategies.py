@@ -70,6 +70,13 @@ class Strategy(SeedPlugin):
         return bool(getattr(self.plugin, "async_save", False))
 
     # -- Lightning's methods ---------------------------------------------------------------------------
+    def connect(self, model: Any) -> None:
+        """Called once per run with the module, before the accelerator sets up the device (as in Lightning);
+        ``lightning_module`` and ``model`` are the trainer's in ember."""
+
+    def connect_trainer(self, trainer: Any) -> None:
+        self.connect(trainer.module)
+
     def setup_environment(self) -> None:
         self.delegate("setup_environment")
 
@@ -79,7 +86,8 @@ class Strategy(SeedPlugin):
             or move_to_device(batch, device, non_blocking=device.type != "cpu")
 
     def process_dataloader(self, dataloader: Any) -> Any:
-        return self.delegate("process_dataloader", dataloader, dataloader=dataloader)
+        return self.delegate("process_dataloader", dataloader, dataloader=dataloader,
+                             stage=getattr(self, "_stage", "train"))
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
         op = _OPS.get(str(reduce_op).lower().rsplit(".", 1)[-1], "mean")

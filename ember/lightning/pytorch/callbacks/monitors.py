@@ -23,10 +23,26 @@ def _cpu_stats() -> dict[str, float]:
             "cpu_swap_percent": psutil.swap_memory().percent}
 
 
+def _own_stats(trainer: Any) -> Callable[[torch.device], dict[str, Any]] | None:
+    """The ``get_device_stats`` of the run's accelerator when it is a Lightning ``Accelerator``, else None."""
+    from ember.lightning.pytorch.accelerators import Accelerator
+
+    accelerator = trainer.accelerator
+    return accelerator.get_device_stats if isinstance(accelerator, Accelerator) else None
+
+
+def _psutil_stats(get_device_stats: Any) -> bool:
+    from ember.lightning.pytorch.accelerators import CPUAccelerator
+
+    return getattr(get_device_stats, "__func__", None) is CPUAccelerator.get_device_stats
+
+
 class DeviceStatsMonitor(Callback):
     """Log the accelerator's statistics at the start and end of each training, validation and test batch, as
     ``DeviceStatsMonitor.on_train_batch_start/<stat>``: ``torch.cuda.memory_stats()`` on CUDA, and the CPU's use
-    (``psutil``) on the CPU or with ``cpu_stats=True`` (``False``: never). Needs a logger."""
+    (``psutil``) on the CPU or with ``cpu_stats=True`` (``False``: never). With a Lightning ``Accelerator``
+    (:mod:`ember.lightning.pytorch.accelerators`), its ``get_device_stats(device)`` gives them, as in Lightning.
+    Needs a logger."""
 
     def __init__(self, cpu_stats: bool | None = None) -> None:
         self._cpu_stats = cpu_stats
@@ -36,6 +52,9 @@ class DeviceStatsMonitor(Callback):
             return
         if not trainer.loggers:
             raise ConfigurationError("DeviceStatsMonitor needs a logger: pass Trainer(logger=...).")
+        own = _own_stats(trainer)
+        if own is not None and not _psutil_stats(own) and not (self._cpu_stats and trainer.root_device.type != "cpu"):
+            return  # the accelerator's own get_device_stats answers
         if self._cpu_stats or (self._cpu_stats is None and trainer.root_device.type == "cpu"):
             try:
                 import psutil  # noqa: F401
@@ -48,11 +67,19 @@ class DeviceStatsMonitor(Callback):
             return
         device = trainer.root_device
         stats: dict[str, float] = {}
-        if device.type == "cuda":
-            stats.update({k: float(v) for k, v in torch.cuda.memory_stats(device).items()
-                          if isinstance(v, (int, float))})
-        if self._cpu_stats or (self._cpu_stats is None and device.type == "cpu"):
-            stats.update(_cpu_stats())
+        own = _own_stats(trainer)
+        if own is not None:  # a Lightning Accelerator (ember.lightning.pytorch.accelerators): its method, as there
+            if self._cpu_stats is False and device.type == "cpu":
+                return
+            stats.update(own(device))
+            if self._cpu_stats and device.type != "cpu":
+                stats.update(_cpu_stats())
+        else:
+            if device.type == "cuda":
+                stats.update({k: float(v) for k, v in torch.cuda.memory_stats(device).items()
+                              if isinstance(v, (int, float))})
+            if self._cpu_stats or (self._cpu_stats is None and device.type == "cpu"):
+                stats.update(_cpu_stats())
         for name, value in stats.items():
             trainer.log(f"{type(self).__name__}.{key}/{name}", float(value), on_step=True, on_epoch=False)
 
