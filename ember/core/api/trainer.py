@@ -20,6 +20,7 @@ from ember.core.hooks import discovery, options, tracing
 from ember.core.hooks.config import TrainerConfig, make_config
 from ember.core.hooks.defaults import Defaults
 from ember.core.hooks.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
+from ember.core.loop import data as loop_data
 from ember.core.loop import module_overrides, seed
 from ember.core.loop.loops import Loops
 from ember.core.loop.optim import SchedulerConfig
@@ -371,6 +372,9 @@ class Trainer(TrainerProperties):
             self.state.status = "interrupted" if interrupted else "failed"
             self.interrupted = interrupted
             self._name_plugin_in(exc)
+            dead_worker = loop_data.dead_worker_note(self, exc)
+            if dead_worker is not None:
+                exc.add_note(dead_worker)
             self._on_exception(exc)
             if isinstance(exc, KeyboardInterrupt):  # one meaning: re-raised, the module keeps its weights
                 log.warning("KeyboardInterrupt: run stopped at epoch %d, step %d", self.current_epoch,

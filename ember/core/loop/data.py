@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -128,3 +129,32 @@ def _is_loader(obj: Any) -> bool:
     if isinstance(obj, torch.utils.data.DataLoader):
         return True
     return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))
+
+
+#: The start of torch's error when a DataLoader worker process dies (killed, out of memory, crashed).
+_DEAD_WORKER = re.compile(r"^DataLoader worker \(pid\(?s?\)? ([\d, ]+)\)")
+#: The loader property of the Trainer that serves each stage.
+_STAGE_LOADER = {"train": "train_dataloader", "sanity_check": "val_dataloaders", "validate": "val_dataloaders",
+                 "test": "test_dataloaders", "predict": "predict_dataloaders"}
+
+
+def dead_worker_note(trainer: Any, exc: BaseException) -> str | None:
+    """For torch's error about a DataLoader worker process that died: a note naming the loader (the stage's, and
+    its index when it has several), the stage, the epoch and batch, and the usual causes; else None."""
+    match = _DEAD_WORKER.match(str(exc)) if isinstance(exc, RuntimeError) else None
+    stage = getattr(trainer.state, "stage", None)
+    if match is None or stage not in _STAGE_LOADER:
+        return None
+    name = _STAGE_LOADER[stage]
+    loaders = getattr(trainer, name, None)
+    ctx = trainer.loop.log_context
+    if isinstance(loaders, list):
+        index = ctx.dataloader_idx if stage != "train" else 0
+        name, loader = f"{name}[{index}]", loaders[index] if index < len(loaders) else None
+    else:
+        loader = loaders
+    workers = getattr(loader, "num_workers", "?")
+    where = f", epoch {trainer.current_epoch}, batch {trainer.loop.progress.batch_idx}" if stage == "train" else ""
+    return (f"ember: a worker process (pid {match.group(1)}) of the {stage} stage's loader trainer.{name} "
+            f"({type(loader).__name__} with num_workers={workers}) died during {trainer.state.fn}{where}. The run stopped; the usual cause is the out-of-memory killer "
+            "(see `dmesg`): use fewer workers or less memory per worker, or num_workers=0 to load in this process.")
