@@ -257,6 +257,7 @@ class KillAWorker:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="finds the worker processes in /proc")
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="the note needs BaseException.add_note (Python 3.11)")
 @pytest.mark.parametrize("stage", ["train", "validate"])
 def test_a_killed_dataloader_worker_is_an_error_naming_the_loader_and_stage(tmp_path: Path, stage: str) -> None:
     """User sees: torch's "DataLoader worker (pid N) is killed by signal" (or, when the worker died while handing

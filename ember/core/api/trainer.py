@@ -365,12 +365,10 @@ class Trainer(TrainerProperties):
             with logging_api.running(self):
                 return self.loop.run(fn, loaders, options)
         except BaseException as exc:
-            # first: a dead DataLoader worker makes torch raise again from its SIGCHLD handler (at the next
-            # Python call) until the worker's iterator is shut down, which this does
-            try:
-                dead_worker = loop_data.dead_worker_note(self, exc)
+            try:  # first: torch raises again from SIGCHLD until a dead DataLoader worker's iterator is shut down
+                loop_data.note_dead_worker(self, exc)
             except RuntimeError:  # raised again before the shutdown: once more, now that no signal is pending
-                dead_worker = loop_data.dead_worker_note(self, exc)
+                loop_data.note_dead_worker(self, exc)
             failed = True
             if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise
@@ -378,8 +376,6 @@ class Trainer(TrainerProperties):
             self.state.status = "interrupted" if interrupted else "failed"
             self.interrupted = interrupted
             self._name_plugin_in(exc)
-            if dead_worker is not None:
-                exc.add_note(dead_worker)
             self._on_exception(exc)
             if isinstance(exc, KeyboardInterrupt):  # one meaning: re-raised, the module keeps its weights
                 log.warning("KeyboardInterrupt: run stopped at epoch %d, step %d", self.current_epoch,

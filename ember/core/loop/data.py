@@ -139,24 +139,24 @@ _STAGE_LOADER = {"train": "train_dataloader", "sanity_check": "val_dataloaders",
                  "test": "test_dataloaders", "predict": "predict_dataloaders"}
 
 
-def dead_worker_note(trainer: Any, exc: BaseException) -> str | None:
-    """When a run fails while a DataLoader worker process is dead (killed, out of memory, crashed): a note naming
-    the worker, the loader (the stage's, with its index when it has several), the stage, the epoch and batch, and
-    the usual cause; else None. The error itself is torch's ("DataLoader worker (pid N) is killed by signal") or,
+def note_dead_worker(trainer: Any, exc: BaseException) -> None:
+    """When a run fails while a DataLoader worker process is dead (killed, out of memory, crashed): add to ``exc``
+    a note naming the worker, the loader (the stage's, with its index when it has several), the stage, the epoch
+    and batch, and the usual cause. The error itself is torch's ("DataLoader worker (pid N) is killed by signal") or,
     when the worker died while handing over a batch, the broken connection's.
 
     The iterators that own a dead worker are shut down first: torch raises its error from its SIGCHLD handler
     whenever any child exits while the dead pid is registered, so the exit of the loader's other workers
     (whenever the iterator is freed) would raise it again in whatever code runs then."""
-    if not isinstance(exc, Exception):
-        return None
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+        return
     dead = _shut_down_iterators_with_dead_workers()
     match = _DEAD_WORKER.match(str(exc)) if not dead and isinstance(exc, RuntimeError) else None
     if match is not None:  # its iterator is gone already (and its workers with it)
         dead = [f"pid {pid.strip()}" for pid in match.group(1).split(",")]
     stage = getattr(trainer.state, "stage", None)
     if not dead or stage not in _STAGE_LOADER:
-        return None
+        return
     name = _STAGE_LOADER[stage]
     loaders = getattr(trainer, name, None)
     ctx = trainer.loop.log_context
@@ -167,10 +167,12 @@ def dead_worker_note(trainer: Any, exc: BaseException) -> str | None:
         loader = loaders
     workers = getattr(loader, "num_workers", "?")
     where = f", epoch {trainer.current_epoch}, batch {trainer.loop.progress.batch_idx}" if stage == "train" else ""
-    return (f"ember: a worker process ({', '.join(dead)}) of the {stage} stage's loader trainer.{name} "
+    note = (f"ember: a worker process ({', '.join(dead)}) of the {stage} stage's loader trainer.{name} "
             f"({type(loader).__name__} with num_workers={workers}) died during {trainer.state.fn}{where}. The run "
             "stopped; the usual cause is the out-of-memory killer (see `dmesg`): use fewer workers or less memory "
             "per worker, or num_workers=0 to load in this process.")
+    if hasattr(exc, "add_note"):  # Python 3.11+; before, the error stays as torch raised it
+        exc.add_note(note)
 
 
 def _shut_down_iterators_with_dead_workers() -> list[str]:
