@@ -35,6 +35,9 @@ OWN_PRIVATE = {
                                     "error the discovery record builds for a plugin that fails to load",
     "torchrun.py: hook._ember_rank": "marks the excepthook it installs, so it is installed once per process",
 }
+#: Why ember reaches into torch's DataLoader iterator (ember/core/loop/data.py).
+_DEAD_WORKER = ("a DataLoader worker that died: torch raises its error from its SIGCHLD handler again and again "
+                "until the iterator that owns the worker is shut down; torch has no public way to find or shut it")
 #: ``file name: expression`` -> why ember uses a private name of Python or torch.
 LIBRARY_PRIVATE = {
     "launcher.py: os._exit": "documented: ends a forked worker without running the parent's clean-up",
@@ -52,6 +55,12 @@ LIBRARY_PRIVATE = {
     "dcp_reader.py: filesystem._StorageInfo": "DCP metadata holds it: the restricted unpickler must allow it",
     "sampler.py: sampler._num_samples": "RandomSampler(num_samples=...) cannot become a DistributedSampler; "
                                         "torch keeps the argument only there",
+    "data.py: dataloader._MultiProcessingDataLoaderIter": _DEAD_WORKER,
+    "data.py: it._shutdown": _DEAD_WORKER,
+    "data.py: it._shutdown_workers": _DEAD_WORKER,
+    "data.py: it._worker_pids_set": _DEAD_WORKER,
+    "data.py: it._workers": _DEAD_WORKER,
+    "data.py: signal_handling._remove_worker_pids": _DEAD_WORKER,
     "plugin_manager.py: getattr(self.hook, hook_name)._add_hookimpl": "pluggy's register() adds each implementation "
                                                                      "this way; a Lightning-style method taken by "
                                                                      "position is added the same way, with no adapter "

@@ -20,6 +20,7 @@ from ember.core.hooks import discovery, options, tracing
 from ember.core.hooks.config import TrainerConfig, make_config
 from ember.core.hooks.defaults import Defaults
 from ember.core.hooks.plugin_manager import EmberWarning, HookTable, PluginManager, guarded, marked_only
+from ember.core.loop import data as loop_data
 from ember.core.loop import module_overrides, seed
 from ember.core.loop.loops import Loops
 from ember.core.loop.optim import SchedulerConfig
@@ -364,6 +365,10 @@ class Trainer(TrainerProperties):
             with logging_api.running(self):
                 return self.loop.run(fn, loaders, options)
         except BaseException as exc:
+            try:  # first: torch raises again from SIGCHLD until a dead DataLoader worker's iterator is shut down
+                loop_data.note_dead_worker(self, exc)
+            except RuntimeError:  # raised again before the shutdown: once more, now that no signal is pending
+                loop_data.note_dead_worker(self, exc)
             failed = True
             if isinstance(exc, SystemExit) and self.state.status == "launched":
                 raise

@@ -194,6 +194,8 @@ class BackgroundWriter:
         error, self._error = self._error, None
         if error is not None:
             where = self._error_path or "a checkpoint"
+            if isinstance(error, (OSError, CheckpointError)):  # read-only, permissions, full disk: the message
+                error.__traceback__ = None  # says it all; the writer thread's frames would only bury it
             raise CheckpointError(f"writing {where} in the background failed: {type(error).__name__}: {error}. "
                                   "The previous file at that path, if any, is intact; fix the cause (disk space, "
                                   "permissions) or save synchronously with "

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+import signal
 import warnings
 from typing import TYPE_CHECKING, Any
 
@@ -128,3 +130,84 @@ def _is_loader(obj: Any) -> bool:
     if isinstance(obj, torch.utils.data.DataLoader):
         return True
     return hasattr(obj, "__iter__") and not isinstance(obj, (torch.Tensor, tuple, list, dict, str, bytes))
+
+
+#: The start of torch's error when a DataLoader worker process dies (killed, out of memory, crashed).
+_DEAD_WORKER = re.compile(r"^DataLoader worker \(pid\(?s?\)? ([\d, ]+)\)")
+#: The loader property of the Trainer that serves each stage.
+_STAGE_LOADER = {"train": "train_dataloader", "sanity_check": "val_dataloaders", "validate": "val_dataloaders",
+                 "test": "test_dataloaders", "predict": "predict_dataloaders"}
+
+
+def note_dead_worker(trainer: Any, exc: BaseException) -> None:
+    """When a run fails while a DataLoader worker process is dead (killed, out of memory, crashed): add to ``exc``
+    a note naming the worker, the loader (the stage's, with its index when it has several), the stage, the epoch
+    and batch, and the usual cause. The error itself is torch's ("DataLoader worker (pid N) is killed by signal") or,
+    when the worker died while handing over a batch, the broken connection's.
+
+    The iterators that own a dead worker are shut down first: torch raises its error from its SIGCHLD handler
+    whenever any child exits while the dead pid is registered, so the exit of the loader's other workers
+    (whenever the iterator is freed) would raise it again in whatever code runs then."""
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+        return
+    dead = _shut_down_iterators_with_dead_workers()
+    match = _DEAD_WORKER.match(str(exc)) if not dead and isinstance(exc, RuntimeError) else None
+    if match is not None:  # its iterator is gone already (and its workers with it)
+        dead = [f"pid {pid.strip()}" for pid in match.group(1).split(",")]
+    stage = getattr(trainer.state, "stage", None)
+    if not dead or stage not in _STAGE_LOADER:
+        return
+    name = _STAGE_LOADER[stage]
+    loaders = getattr(trainer, name, None)
+    ctx = trainer.loop.log_context
+    if isinstance(loaders, list):
+        index = ctx.dataloader_idx if stage != "train" else 0
+        name, loader = f"{name}[{index}]", loaders[index] if index < len(loaders) else None
+    else:
+        loader = loaders
+    workers = getattr(loader, "num_workers", "?")
+    where = f", epoch {trainer.current_epoch}, batch {trainer.loop.progress.batch_idx}" if stage == "train" else ""
+    note = (f"ember: a worker process ({', '.join(dead)}) of the {stage} stage's loader trainer.{name} "
+            f"({type(loader).__name__} with num_workers={workers}) died during {trainer.state.fn}{where}. The run "
+            "stopped; the usual cause is the out-of-memory killer (see `dmesg`): use fewer workers or less memory "
+            "per worker, or num_workers=0 to load in this process.")
+    if hasattr(exc, "add_note"):  # Python 3.11+; before, the error stays as torch raised it
+        exc.add_note(note)
+
+
+def _shut_down_iterators_with_dead_workers() -> list[str]:
+    """Find every multi-process DataLoader iterator, not shut down, with a worker process that has ended; unregister
+    its worker pids (so that torch's SIGCHLD handler stops raising for them) and shut its workers down. Returns
+    the dead workers as ``"pid N, killed by SIGKILL"``."""
+    import gc
+
+    from torch.utils.data import dataloader
+    from torch.utils.data._utils import signal_handling
+
+    dead: list[str] = []
+    for it in gc.get_objects():
+        if not issubclass(type(it), dataloader._MultiProcessingDataLoaderIter):  # (type(): no proxy lookups)
+            continue
+        try:
+            if it._shutdown:
+                continue
+            ended = [w for w in it._workers if w.exitcode is not None]
+            if not ended:
+                continue
+            dead += [f"pid {w.pid}, {_how(w.exitcode)}" for w in ended]
+            if it._worker_pids_set:
+                it._worker_pids_set = False
+                signal_handling._remove_worker_pids(id(it))
+            it._shutdown_workers()
+        except Exception:  # noqa: S112 - a torch without these internals: its error stays as it is
+            continue
+    return dead
+
+
+def _how(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit status {exitcode}"

@@ -200,8 +200,20 @@ def _tmp_name(path: str) -> str:
 def _atomic_write(path: str, write: Callable[[Any], None], content: Any) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``, fsync the
     directory; on any failure the temporary file is removed and ``path`` is untouched. ``content`` (what is
-    written, or its size in bytes) sizes the error of a full disk."""
+    written, or its size in bytes) sizes the error of a full disk. A folder deleted while the file was written
+    (its temporary file gone with it) is created again and the file written again, once."""
     path = os.path.abspath(path)
+    try:
+        _write_once(path, write, content)
+    except FileNotFoundError:
+        if os.path.isdir(os.path.dirname(path)):
+            raise
+        log.warning("the folder %s was deleted while %s was written into it: creating it again and writing the "
+                    "file again", os.path.dirname(path), os.path.basename(path))
+        _write_once(path, write, content)
+
+
+def _write_once(path: str, write: Callable[[Any], None], content: Any) -> None:
     directory = os.path.dirname(path)
     _check_replaceable(path)
     tmp = _tmp_name(path)

@@ -293,9 +293,13 @@ def _message(culprits: list[int], records: dict[int, dict], timeout: float, froz
     parts = []
     for r in culprits:
         rec = records[r]
-        what = "its Python threads froze (no heartbeat)" if frozen else \
-            f"in {rec['hook'] or '?'} ({rec['where'] or 'unknown place'})"
-        parts.append(f"rank {r} made no progress for {timeout:g} s at global step {rec['step']}, {what}")
+        if frozen:  # its own heartbeat stopped too: the step is the last one it published
+            parts.append(f"rank {r} made no progress for {timeout:g} s and sent no heartbeat (the whole process "
+                         f"is stopped, e.g. by SIGSTOP or a debugger, or frozen); last heard from at global step "
+                         f"{rec['step']}")
+            continue
+        parts.append(f"rank {r} made no progress for {timeout:g} s at global step {rec['step']}, in "
+                     f"{rec['hook'] or '?'} ({rec['where'] or 'unknown place'})")
     others = sorted(set(records) - set(culprits))
     tail = f"; ranks {others} wait for it" if others and len(records) > 1 else ""
     return ("; ".join(parts) + tail + ". Every process stops. Raise Trainer(hang_timeout=...) if a step "

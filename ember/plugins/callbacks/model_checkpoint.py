@@ -37,6 +37,7 @@ from ember.core.checkpointing.checkpoint import default_checkpoint_dir
 from ember.core.errors import ConfigurationError
 from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.folders import check_writable
 
 log = logging.getLogger("ember")
 
@@ -167,6 +168,9 @@ class ModelCheckpoint:
             self._last_time_checked = None  # set by on_train_start, or by a resume before it
         if not self._dirpath_given:  # read on process 0 only: a logger's version may create its run there
             self.dirpath = default_checkpoint_dir(trainer) if trainer.is_global_zero else None
+        if trainer.is_global_zero and self.dirpath is not None and stage == "fit":
+            check_writable(self.dirpath, "the checkpoint folder", "choose a writable one with "
+                           "ModelCheckpoint(dirpath=...) or Trainer(default_root_dir=...)")
         if trainer.world_size > 1:  # every process writes where process 0 does
             self.dirpath = trainer.broadcast(self.dirpath)
 

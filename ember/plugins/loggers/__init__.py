@@ -110,10 +110,14 @@ class VersionedLogger:
         if self._attached:
             return
         self._attached = True
+        from ember.core.checkpointing import restarts
+        from ember.plugins._shared.folders import check_writable
+
+        if trainer.is_global_zero:
+            check_writable(self.root_dir, "the run folder", "choose a writable one with Trainer(default_root_dir=...) "
+                           "or the logger's save_dir")
         if self._version_given:
             return
-        from ember.core.checkpointing import restarts
-
         if trainer.is_global_zero:  # a restarted job writes where its first attempt did
             remembered = restarts.remembered_version(self.root_dir)
             if remembered is not None:
