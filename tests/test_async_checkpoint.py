@@ -422,6 +422,7 @@ def process_fit(tmp_path: Path, epochs: int = 3) -> ember.Trainer:
     return trainer
 
 
+@pytest.mark.slow
 def test_the_writer_process_writes_what_the_thread_writes_and_ends_with_the_fit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing

@@ -129,6 +129,7 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     assert "Python calls per epoch on the training thread" in proc.stdout
 
 
+@pytest.mark.slow
 def test_the_gpu_section_compares_every_loop_per_precision_on_a_smoke_model() -> None:
     """The GPU section's machinery (both precisions, the compiled group, the per-epoch column, the notes) on a
     model small enough for a CPU; the figures themselves need a GPU."""

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
+#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("example_package")]
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "ember-plugin-example"

@@ -67,6 +67,7 @@ def test_torch_export_round_trip(trained: WithExample, tmp_path: Path) -> None:
     assert torch.equal(loaded(x), expected(trained, x))
 
 
+@pytest.mark.slow
 def test_onnx_runs_in_onnxruntime(trained: WithExample, tmp_path: Path) -> None:
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")

@@ -16,7 +16,8 @@ from dist_support import SCRIPTS, load_script, needs_fsdp, run
 import ember
 from ember.cli import main as ember_cli
 
-pytestmark = needs_fsdp
+#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
+pytestmark = [needs_fsdp, pytest.mark.xdist_group("fsdp")]
 
 
 @pytest.fixture(autouse=True)

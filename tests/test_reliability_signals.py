@@ -104,6 +104,7 @@ def finish(proc: subprocess.Popen, timeout: float = 60) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_saves_runs_on_exception_and_raises_keyboard_interrupt(project: Path) -> None:
     proc = start(project, "slowjob.py", "on", "-1")
     wait_started(proc, project)
@@ -128,6 +129,7 @@ def test_ctrl_c_without_checkpointing_raises_too(project: Path) -> None:
     assert not (project / "root" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once(project: Path) -> None:
     proc = start(project, "slowjob.py", "on", "3")  # step 3 sleeps a minute: no safe point comes
     wait_started(proc, project)
@@ -143,6 +145,7 @@ def test_a_second_ctrl_c_stops_at_once(project: Path) -> None:
     assert not (project / "root" / "checkpoints" / "last.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_sigterm_saves_and_exits_143(project: Path) -> None:
     proc = start(project, "slowjob.py", "on", "-1")
     wait_started(proc, project)
@@ -153,6 +156,7 @@ def test_sigterm_saves_and_exits_143(project: Path) -> None:
     assert safe_load(str(project / "root" / "checkpoints" / "last.ckpt"))["global_step"] >= 3
 
 
+@pytest.mark.slow
 def test_the_ember_command_exits_130_and_says_where_the_checkpoint_is(project: Path) -> None:
     proc = start(project, "-m", "ember", "fit", "--model", "slowjob:Slow", "--data", "slowjob:Data",
                  "--trainer.max_epochs", "1000", "--trainer.default_root_dir", "root", "--trainer.logger", "false",

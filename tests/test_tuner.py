@@ -94,6 +94,7 @@ def test_a_fit_after_tuning_equals_a_fit_without(tmp_path: Path) -> None:
     assert all(torch.equal(plain[k], tuned[k]) for k in plain)
 
 
+@pytest.mark.slow
 def test_scale_batch_size() -> None:
     """Bisects after the first failure, returns the largest size that fitted less 5%, restores the weights.
     (More cases, and the same sizes as Lightning's finder: test_scale_batch_size_matches_lightning.)"""
@@ -105,6 +106,7 @@ def test_scale_batch_size() -> None:
     assert all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
 
 
+@pytest.mark.slow
 def test_scale_batch_size_matches_lightning() -> None:
     """The sizes tried and the size returned equal Lightning's own finder's on the same failing model (recorded by
     tests/lightning/record_batch_size.py)."""
@@ -167,6 +169,7 @@ class Net(TinyClassifier):
 '''
 
 
+@pytest.mark.slow
 def test_ember_tune_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     from ember.cli import main
 
