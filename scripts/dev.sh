@@ -49,18 +49,17 @@ case "$cmd" in
     test)
         if [ -n "$torch_version" ]; then
             "$py" -c "import torch; print('torch', torch.__version__, 'in $venv')"
-            exec "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+            exec "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist worksteal "$@"
         fi
         "$py" -m ruff check .
         "$py" -m mypy > "$venv/mypy.log" 2>&1 &  # type-checks while the tests run
         mypy_pid=$!
-        # In parallel (pytest-xdist, one worker per core, a file with costly module fixtures on one worker: its
-        # xdist_group; EMBER_TEST_WORKERS=0 runs in one process) and in random
+        # In parallel (pytest-xdist, one worker per core; EMBER_TEST_WORKERS=0 runs in one process) and in random
         # order (pytest-randomly prints its seed: --randomly-seed=N replays that order, -p no:randomly turns it off).
         # One torch thread per process: the workers and the processes tests start share the cores, and torch's
         # thread pools would otherwise spin against each other.
         status=0
-        OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist loadgroup "$@" \
+        OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} "$py" -m pytest -n "${EMBER_TEST_WORKERS:-auto}" --dist worksteal "$@" \
             || status=$?
         mypy_status=0
         wait "$mypy_pid" || mypy_status=$?

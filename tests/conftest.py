@@ -127,3 +127,12 @@ def _run_in_a_temporary_directory(tmp_path: pathlib.Path, monkeypatch: pytest.Mo
     """Every test runs in its own empty working directory, so runs that write to the default root
     (logs, checkpoints) never touch the checkout and never see another test's files."""
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` go first, each group keeping the order it has (pytest-randomly's shuffle, when on).
+    pytest-xdist's worksteal hands each worker a contiguous part of the list, so the long tests start early on one
+    worker while the other runs the short ones, and stealing evens out the end; not with --dist load or
+    loadgroup, which start them all at once on every worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import ckpt_job  # noqa: E402
 
 JOB = str(Path(__file__).with_name("ckpt_job.py"))
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("checkpoint_kill")]
+pytestmark = pytest.mark.slow
 
 
 def same(a: Any, b: Any) -> bool:

@@ -13,9 +13,6 @@ from dist_support import SCRIPTS, load_script, run
 
 import ember
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = pytest.mark.xdist_group("ddp")
-
 
 @pytest.fixture(autouse=True)
 def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,7 @@ import torch
 from dist_support import SCRIPTS, Job, clean_env, fsdp_available, needs_fsdp, run
 
 pytest.importorskip("ember.core.checkpointing.checkpoint", reason="needs ember's checkpoint support")
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("distributed_resume")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import pytest
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("example_package")]
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "ember-plugin-example"

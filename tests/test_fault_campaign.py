@@ -35,9 +35,6 @@ from ember.testing import TinyClassifier, tiny_dataset, tiny_loaders
 sys.path.insert(0, str(Path(__file__).parent))
 import ckpt_job  # noqa: E402
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = pytest.mark.xdist_group("fault_campaign")
-
 QUIET = {"num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 

@@ -16,8 +16,7 @@ from dist_support import SCRIPTS, load_script, needs_fsdp, run
 import ember
 from ember.cli import main as ember_cli
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = [needs_fsdp, pytest.mark.xdist_group("fsdp")]
+pytestmark = needs_fsdp
 
 
 @pytest.fixture(autouse=True)

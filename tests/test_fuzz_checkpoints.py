@@ -28,9 +28,6 @@ from ember.plugins.checkpoint_io.torch_file import safe_load
 from ember.plugins.strategies import sharded_checkpoint
 from ember.testing import TinyClassifier, tiny_loaders
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = pytest.mark.xdist_group("fuzz_checkpoints")
-
 QUIET = {"accelerator": "cpu",
          "num_sanity_val_steps": 0, "logger": False, "enable_progress_bar": False, "enable_model_summary": False,
          "enable_checkpointing": False}

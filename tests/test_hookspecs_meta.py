@@ -23,9 +23,6 @@ from ember.hookspecs.reference import (
 )
 from ember.testing import HookRecorder, TinyClassifier, tiny_loaders
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = pytest.mark.xdist_group("hookspecs_meta")
-
 ALL_SPECS = specs()
 
 #: Hooks nothing in ember calls yet: the features that call them are built in other pieces of work. Each entry

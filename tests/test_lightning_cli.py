@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("lightning_cli")]
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).parent / "lightning"
 FIXTURE = json.loads((HERE / "lightning_cli.json").read_text())["recorded"]

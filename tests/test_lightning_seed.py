@@ -12,9 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-#: One worker runs this file under pytest-xdist (--dist loadgroup): its module-scoped fixtures are costly.
-pytestmark = pytest.mark.xdist_group("lightning_seed")
-
 HERE = Path(__file__).parent / "lightning"
 FIXTURE = json.loads((HERE / "seed_classes.json").read_text())["recorded"]
 #: Calls Lightning makes that ember does not, and why: Lightning's Trainer calls Strategy.barrier at five points
