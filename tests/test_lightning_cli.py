@@ -3,6 +3,7 @@ subprocess and compared with the record made on Lightning (tests/lightning/recor
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -20,15 +21,20 @@ HOOKS_FIXTURE = json.loads((HERE / "lightning_cli_hooks.json").read_text())["rec
 ROOT = Path(__file__).parent.parent
 
 
-@pytest.fixture(scope="module")
-def ember_record() -> dict[str, dict]:
+def _record_on_ember(recorder: str) -> dict[str, dict]:
+    """Run the scenarios of ``tests/lightning/<recorder>.py`` with ember's names."""
     sys.path.insert(0, str(HERE))
     try:
-        import record_lightning_cli
+        module = importlib.import_module(recorder)
     finally:
         sys.path.remove(str(HERE))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return record_lightning_cli.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+    return module.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+
+
+@pytest.fixture(scope="module")
+def ember_record() -> dict[str, dict]:
+    return _record_on_ember("record_lightning_cli")
 
 
 @pytest.mark.parametrize("scenario", sorted(FIXTURE))
@@ -38,13 +44,7 @@ def test_same_as_lightning(ember_record: dict[str, dict], scenario: str) -> None
 
 @pytest.fixture(scope="module")
 def ember_hooks_record() -> dict[str, dict]:
-    sys.path.insert(0, str(HERE))
-    try:
-        import record_lightning_cli_hooks
-    finally:
-        sys.path.remove(str(HERE))
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return record_lightning_cli_hooks.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+    return _record_on_ember("record_lightning_cli_hooks")
 
 
 @pytest.mark.parametrize("scenario", sorted(HOOKS_FIXTURE))
