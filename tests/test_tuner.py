@@ -223,3 +223,27 @@ def raw(smoothed: list[float], beta: float, offset: int) -> list[float]:
         out.append((new - beta * avg) / (1 - beta))
         avg = new
     return out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA every trial frees the device's memory")
+def test_on_the_cpu_only_failed_trials_collect_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full garbage collection costs about a second in a large process: the search runs one after each
+    out-of-memory trial (to free what the failed batch held), not after each trial that fitted; and the failure
+    does not walk every live object looking for dead DataLoader workers (that is for a loader's worker errors)."""
+    import gc
+
+    calls = {"collect": 0, "get_objects": 0}
+    collect, get_objects = gc.collect, gc.get_objects
+
+    def counted(name: str, real: Any) -> Any:
+        def call(*args: Any) -> Any:
+            calls[name] += 1
+            return real(*args)
+        return call
+
+    monkeypatch.setattr(gc, "collect", counted("collect", collect))
+    monkeypatch.setattr(gc, "get_objects", counted("get_objects", get_objects))
+    model = Sized(capacity=40)
+    assert Tuner(ember.Trainer(**QUIET)).scale_batch_size(model, mode="power", steps_per_trial=1) == 32
+    assert model.tried == [2, 4, 8, 16, 32, 64]
+    assert calls == {"collect": 1, "get_objects": 0}

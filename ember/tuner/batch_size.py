@@ -93,7 +93,8 @@ def _trial(trainer: Any, model: Any, datamodule: Any, steps: int, max_memory: in
         del exc
         _free()
         return False, False
-    _free()
+    if torch.cuda.is_available():  # the next, larger trial measures CUDA memory: free what this one left
+        _free()
     return True, trial.num_training_batches == 1
 
 

@@ -148,7 +148,7 @@ def note_dead_worker(trainer: Any, exc: BaseException) -> None:
     The iterators that own a dead worker are shut down first: torch raises its error from its SIGCHLD handler
     whenever any child exits while the dead pid is registered, so the exit of the loader's other workers
     (whenever the iterator is freed) would raise it again in whatever code runs then."""
-    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit
+    if not _may_be_a_worker_death(exc):
         return
     dead = _shut_down_iterators_with_dead_workers()
     match = _DEAD_WORKER.match(str(exc)) if not dead and isinstance(exc, RuntimeError) else None
@@ -173,6 +173,16 @@ def note_dead_worker(trainer: Any, exc: BaseException) -> None:
             "per worker, or num_workers=0 to load in this process.")
     if hasattr(exc, "add_note"):  # Python 3.11+; before, the error stays as torch raised it
         exc.add_note(note)
+
+
+def _may_be_a_worker_death(exc: BaseException) -> bool:
+    """Whether ``exc`` is one of the errors torch gives when a loader's worker process dies: its "DataLoader worker
+    (pid N) ..." RuntimeError, or the broken connection (an OSError, EOFError) of a worker that died while handing
+    over a batch. Any other error (an out-of-memory error in a batch-size search, a user's bug) skips the search
+    through every live object, which costs about a second in a large process."""
+    if isinstance(exc, (OSError, EOFError)):
+        return True
+    return type(exc) is RuntimeError and "DataLoader worker" in str(exc)
 
 
 def _shut_down_iterators_with_dead_workers() -> list[str]:
