@@ -28,20 +28,27 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
+# Modules are byte-compiled when first imported, not all at install time (most of torch's are never imported).
 if [ -n "$torch_version" ]; then
     have=$("$py" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
     if [ "$have" != "$torch_version" ]; then
-        "$py" -m pip install --quiet "torch==$torch_version"
+        "$py" -m pip install --quiet --no-compile "torch==$torch_version"
     fi
 elif ! "$py" -c "import torch" >/dev/null 2>&1; then
-    # The CPU build; a bare 'torch' requirement could pull several GB of CUDA packages.
-    "$py" -m pip install --quiet "torch==2.13.0"
+    # The CPU build (pip finds it where the machine's pip configuration points); a bare 'torch' requirement
+    # could pull several GB of CUDA packages.
+    "$py" -m pip install --quiet --no-compile "torch==2.13.0"
 fi
 stamp="$venv/.ember-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$py" -c "import ember" >/dev/null 2>&1; then
     # Keep the torch installed above: ember's own requirements must not move it.
     "$py" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" > "$venv/torch-constraint.txt"
-    "$py" -m pip install --quiet -e ".[test]" --constraint "$venv/torch-constraint.txt"
+    # uv installs the rest several times faster than pip; pip does it where uv cannot be had.
+    if "$py" -m uv --version >/dev/null 2>&1 || "$py" -m pip install --quiet --no-compile uv >/dev/null 2>&1; then
+        "$py" -m uv pip install --python "$py" --quiet -e ".[test]" --constraint "$venv/torch-constraint.txt"
+    else
+        "$py" -m pip install --quiet --no-compile -e ".[test]" --constraint "$venv/torch-constraint.txt"
+    fi
     touch "$stamp"
 fi
 case "$cmd" in

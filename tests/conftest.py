@@ -136,3 +136,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     worker while the other runs the short ones, and stealing evens out the end; not with --dist load or
     loadgroup, which start them all at once on every worker."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="session")
+def warm_python() -> Iterator[Any]:
+    """One warm interpreter per test process (torch, ember and LightningCLI's modules imported once), forked for
+    each short command a test runs: see tests/warm.py."""
+    from warm import Warm
+
+    interpreter = Warm(preload=("torch", "ember", "ember.cli", "ember.lightning.pytorch.cli", "jsonargparse"))
+    yield interpreter
+    interpreter.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -87,10 +86,10 @@ def config_yaml(root) -> str:
     """)
 
 
-def run_cli(args, cwd, **env):
+def run_cli(warm, args, cwd, **env):
+    """``python -m ember ARGS`` in a process of its own (forked from a warm interpreter: tests/warm.py)."""
     env = {**os.environ, "PYTHONPATH": str(cwd) + os.pathsep + os.environ.get("PYTHONPATH", ""), **env}
-    return subprocess.run([sys.executable, "-m", "ember", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return warm.run(["-m", "ember", *args], cwd=cwd, env=env)
 
 
 def printed(capsys, *args) -> dict:
@@ -104,9 +103,10 @@ def metrics(path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_fit_from_a_yaml_config_in_a_subprocess(project):
+def test_fit_from_a_yaml_config_in_a_subprocess(project, warm_python):
     (project / "run.yaml").write_text(config_yaml(project))
-    result = run_cli(["fit", "--config", "run.yaml", "--model.lr", "3e-4", "--trainer.max_epochs=3"], project)
+    result = run_cli(warm_python, ["fit", "--config", "run.yaml", "--model.lr", "3e-4", "--trainer.max_epochs=3"],
+                     project)
     assert result.returncode == 0, result.stderr
     (log_dir,) = [p.parent for p in (project / "runs").rglob("metrics.csv")]  # wherever the logger puts a run
     rows = metrics(log_dir / "metrics.csv")
@@ -117,7 +117,8 @@ def test_fit_from_a_yaml_config_in_a_subprocess(project):
     assert saved["model"] == {"class_path": "my_pkg.models.Classifier",
                               "init_args": {"hidden": 12, "lr": 3e-4, "name": "clf"}}
     assert saved["trainer"]["max_epochs"] == 3 and saved["seed_everything"] == 7
-    again = run_cli(["fit", "--config", str(log_dir / "config.yaml")], project)  # the saved config repeats it
+    # the saved config repeats it
+    again = run_cli(warm_python, ["fit", "--config", str(log_dir / "config.yaml")], project)
     assert again.returncode == 0, again.stderr
     (second,) = [p for p in (project / "runs").rglob("metrics.csv") if p.parent != log_dir]
     assert metrics(second) == rows
@@ -274,16 +275,16 @@ def test_wrong_keys_are_one_line_with_the_closest_valid_one(project, capsys, con
 
 
 @pytest.mark.slow
-def test_errors_without_and_with_debug_in_a_subprocess(project):
+def test_errors_without_and_with_debug_in_a_subprocess(project, warm_python):
     (project / "bad.yaml").write_text("trainer:\n  max_epoch: 3\nmodel: my_pkg.models:Classifier\n")
-    plain = run_cli(["fit", "--config", "bad.yaml"], project)
+    plain = run_cli(warm_python, ["fit", "--config", "bad.yaml"], project)
     assert plain.returncode == 2
     assert plain.stderr == ("ember fit: error: unknown key 'trainer.max_epoch' in bad.yaml. Did you mean "
                             "'trainer.max_epochs'?\n")
-    debug = run_cli(["--debug", "fit", "--config", "bad.yaml"], project)
+    debug = run_cli(warm_python, ["--debug", "fit", "--config", "bad.yaml"], project)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "CLIError" in debug.stderr
     assert "Did you mean 'trainer.max_epochs'?" in debug.stderr
-    env = run_cli(["plugins", "--role", "precison"], project, EMBER_DEBUG="1")
+    env = run_cli(warm_python, ["plugins", "--role", "precison"], project, EMBER_DEBUG="1")
     assert "Traceback" in env.stderr and "Did you mean 'precision'?" in env.stderr
 
 

@@ -1,5 +1,6 @@
 """LightningCLI on ember (ember.lightning.pytorch.cli): the same main.py, written with ember's names, run in a
-subprocess and compared with the record made on Lightning (tests/lightning/record_lightning_cli.py)."""
+process of its own (forked from a warm interpreter: tests/warm.py) and compared with the record made on Lightning
+(tests/lightning/record_lightning_cli.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from warm import Warm
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +23,7 @@ HOOKS_FIXTURE = json.loads((HERE / "lightning_cli_hooks.json").read_text())["rec
 ROOT = Path(__file__).parent.parent
 
 
-def _record_on_ember(recorder: str) -> dict[str, dict]:
+def _record_on_ember(recorder: str, warm: Warm) -> dict[str, dict]:
     """Run the scenarios of ``tests/lightning/<recorder>.py`` with ember's names."""
     sys.path.insert(0, str(HERE))
     try:
@@ -29,12 +31,12 @@ def _record_on_ember(recorder: str) -> dict[str, dict]:
     finally:
         sys.path.remove(str(HERE))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return module.run_scenarios("ember.lightning.pytorch", sys.executable, env)
+    return module.run_scenarios("ember.lightning.pytorch", sys.executable, env, run=warm.run)
 
 
 @pytest.fixture(scope="module")
-def ember_record() -> dict[str, dict]:
-    return _record_on_ember("record_lightning_cli")
+def ember_record(warm_python: Warm) -> dict[str, dict]:
+    return _record_on_ember("record_lightning_cli", warm_python)
 
 
 @pytest.mark.parametrize("scenario", sorted(FIXTURE))
@@ -43,8 +45,8 @@ def test_same_as_lightning(ember_record: dict[str, dict], scenario: str) -> None
 
 
 @pytest.fixture(scope="module")
-def ember_hooks_record() -> dict[str, dict]:
-    return _record_on_ember("record_lightning_cli_hooks")
+def ember_hooks_record(warm_python: Warm) -> dict[str, dict]:
+    return _record_on_ember("record_lightning_cli_hooks", warm_python)
 
 
 @pytest.mark.parametrize("scenario", sorted(HOOKS_FIXTURE))

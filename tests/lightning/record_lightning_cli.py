@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 import yaml
 
@@ -83,8 +84,12 @@ SCENARIOS = {
 }
 
 
-def run_scenarios(package: str, python: str, env: dict[str, str]) -> dict[str, dict]:
-    """Every scenario's record, running ``main.py`` written with ``package``'s names under ``python``."""
+def run_scenarios(package: str, python: str, env: dict[str, str], run: Any = None) -> dict[str, dict]:
+    """Every scenario's record, running ``main.py`` written with ``package``'s names under ``python``: by
+    ``run(args, cwd, env)`` when given (``subprocess.run``'s result, as from ``python *args``)."""
+    if run is None:
+        def run(args: list[str], cwd: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+            return subprocess.run([python, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
     recorded = {}
     for name, args in SCENARIOS.items():
         with tempfile.TemporaryDirectory() as tmp:
@@ -93,9 +98,8 @@ def run_scenarios(package: str, python: str, env: dict[str, str]) -> dict[str, d
             for file, text in FILES.items():
                 with open(os.path.join(tmp, file), "w") as f:
                     f.write(text)
-            result = subprocess.run([python, "main.py", *args], cwd=tmp, capture_output=True, text=True,
-                                    env={**env, "PYTHONPATH": os.pathsep.join([tmp, env.get("PYTHONPATH", "")])},
-                                    timeout=300)
+            result = run(["main.py", *args], tmp,
+                         {**env, "PYTHONPATH": os.pathsep.join([tmp, env.get("PYTHONPATH", "")])})
             entry: dict = {"status": result.returncode}
             if "--print_config" in args and result.returncode == 0:
                 config = yaml.safe_load(result.stdout)

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from typing import Any
 
 import yaml
 
@@ -140,16 +141,19 @@ SCENARIOS = {
 }
 
 
-def run_scenarios(package: str, python: str, env: dict[str, str]) -> dict[str, dict]:
-    """Every scenario's record, running ``main.py`` written with ``package``'s names under ``python``."""
+def run_scenarios(package: str, python: str, env: dict[str, str], run: Any = None) -> dict[str, dict]:
+    """Every scenario's record, running ``main.py`` written with ``package``'s names under ``python``: by
+    ``run(args, cwd, env)`` when given (``subprocess.run``'s result, as from ``python *args``)."""
+    if run is None:
+        def run(args: list[str], cwd: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+            return subprocess.run([python, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
     recorded = {}
     for name, args in SCENARIOS.items():
         with tempfile.TemporaryDirectory() as tmp:
             with open(os.path.join(tmp, "main.py"), "w") as f:
                 f.write(MAIN.replace("{pl}", package))
-            result = subprocess.run([python, "main.py", *args], cwd=tmp, capture_output=True, text=True,
-                                    env={**env, "PYTHONPATH": os.pathsep.join([tmp, env.get("PYTHONPATH", "")])},
-                                    timeout=300)
+            result = run(["main.py", *args], tmp,
+                         {**env, "PYTHONPATH": os.pathsep.join([tmp, env.get("PYTHONPATH", "")])})
             entry: dict = {"status": result.returncode,
                            "events": [line.split()[1:] for line in result.stdout.splitlines()
                                       if line.startswith("EVENT ")]}
