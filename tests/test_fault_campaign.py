@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -304,7 +305,9 @@ def _gone(pid: int) -> bool:
 def test_a_rank_stopped_with_sigstop_is_named_and_every_rank_ends(tmp_path: Path) -> None:
     """User sees: the job ends with exit status 1 a bounded time after the stop; the HangError names the stopped
     rank ("sent no heartbeat ... stopped, e.g. by SIGSTOP"), the step it was last heard from, and the other rank
-    as waiting for it. Kept: nothing is left running (the stopped process is killed by the launcher)."""
+    as waiting for it; the launcher's summary says that the stopped rank hung (not merely that it was killed),
+    with its last step and hook, and that the launcher killed it. Kept: nothing is left running (the stopped
+    process is killed by the launcher)."""
     job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "slow_ddp_job.py"),
                str(tmp_path), "-1", '{"hang_timeout": 5}'], cwd=tmp_path)
     pid_file = tmp_path / "pid1"
@@ -327,6 +330,13 @@ def test_a_rank_stopped_with_sigstop_is_named_and_every_rank_ends(tmp_path: Path
     assert "rank 1 made no progress for 5 s and sent no heartbeat (the whole process is stopped, e.g. by SIGSTOP" \
         in out, out
     assert "last heard from at global step " in out and "ranks [0] wait for it" in out, out
+    summary = next(line for line in out.splitlines() if line.startswith("ember run: rank "))
+    assert summary.startswith(f"ember run: rank 1 (local rank 1, pid {stopped}) hung: no progress and no heartbeat "
+                              "for 5 s (the whole process was stopped, e.g. by SIGSTOP"), summary
+    # the step and hook of its last heartbeat (where the main thread was then: a step, a hook, a collective)
+    assert re.search(r"; last heard from at global step \d+(, in \w+)? \(", summary), summary
+    assert summary.endswith("; the launcher killed it (SIGKILL) when the job stopped"), summary
+    assert "killed by signal SIGKILL" not in out, out
     assert seconds < 5 + 3 + 30 + 10  # hang_timeout, the watchdog's grace, the agent's kill timeout, slack
     assert all(_gone(pid) for pid in pids), pids
 
