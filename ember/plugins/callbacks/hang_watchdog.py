@@ -24,6 +24,7 @@ not record anything itself (stopped by SIGSTOP, killed in the end by the launche
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -173,15 +174,21 @@ def _store() -> Any:
         return None
 
 
-def _where(thread_id: int | None) -> tuple[str, str]:
-    """(the innermost hook or step method on the main thread's stack, ``file:line`` of its innermost frame)."""
+@functools.lru_cache(maxsize=1)
+def _hook_names() -> frozenset[str]:
+    """The names :func:`_where` looks for (read from the hook specs once: that takes tens of milliseconds)."""
     from ember.hookspecs.reference import spec_names
 
+    return spec_names() | _STEP_METHODS
+
+
+def _where(thread_id: int | None) -> tuple[str, str]:
+    """(the innermost hook or step method on the main thread's stack, ``file:line`` of its innermost frame)."""
     frame = sys._current_frames().get(thread_id) if thread_id is not None else None
     if frame is None:
         return "?", "?"
     where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-    hooks = spec_names() | _STEP_METHODS
+    hooks = _hook_names()
     while frame is not None:
         if frame.f_code.co_name in hooks:
             return frame.f_code.co_name, where
