@@ -255,7 +255,9 @@ def _job_agent(shutdown_timeout: int, deaths: list[str], max_restarts: int) -> I
 
         def _restart_workers(self, worker_group: Any) -> None:
             attempt = len(deaths) + 1
-            died = "; ".join(f"rank {r} (pid {f.pid}) {_how(f)}" for r, f in sorted(self._last_failures.items())
+            hung = hung_ranks(self._last_failures)
+            died = "; ".join(f"rank {r} (pid {f.pid}) {_how(f, hung.get(r))}"
+                             for r, f in sorted(self._last_failures.items())
                              if not _stopped_by_agent(f)) or "a process failed"
             deaths.append(f"attempt {attempt}: {died}")
             print(f"ember run: {died}; stopping the others and starting the group again (restart {attempt} of "
@@ -276,10 +278,11 @@ def _stopped_by_agent(failure: Any) -> bool:
     return failure.exitcode in (-int(signal.SIGTERM),)
 
 
-def _how(failure: Any) -> str:
-    """How a process ended, from the agent's ``ProcessFailure``: killed by a signal, or its exit code."""
+def _how(failure: Any, hung: dict | None = None) -> str:
+    """How a process ended, from the agent's ``ProcessFailure``: killed by a signal (after the hang watchdog named
+    it as hung: ``hung``, see :func:`hung_ranks`), or its exit code."""
     if failure.exitcode < 0:
-        return f"was killed by {failure.signal_name()}"
+        return hung_text(hung, failure) if hung else f"was killed by {failure.signal_name()}"
     message = failure.message
     error = str(message.get("message", "")) if isinstance(message, dict) else ""
     return f"exited with code {failure.exitcode}" + (f" ({error.splitlines()[0]})" if error else "")
@@ -328,6 +331,33 @@ def _ember_info(failure: Any) -> dict:
     return {}
 
 
+def hung_ranks(failures: dict[int, Any]) -> dict[int, dict]:
+    """The processes that the hang watchdog named as hung, from any process's error record: global rank -> its
+    last global step, hook and line as the watchdog's heartbeats knew them, whether its heartbeat had stopped too
+    (``frozen``: the whole process stopped), and the watchdog's timeout."""
+    hung: dict[int, dict] = {}
+    for failure in failures.values():
+        named = _ember_info(failure).get("hung")
+        if isinstance(named, dict):
+            hung.update({int(r): info for r, info in named.items() if str(r).isdigit() and isinstance(info, dict)})
+    return hung
+
+
+def hung_text(info: dict, failure: Any) -> str:
+    """How a process that the hang watchdog named as hung (``info``, from :func:`hung_ranks`) and that died by a
+    signal ended: it could not record an error itself (stopped, or frozen), and was killed when the job stopped."""
+    seconds = f"{float(info.get('timeout', 0)):g} s"
+    if info.get("frozen"):
+        how = (f"hung: no progress and no heartbeat for {seconds} (the whole process was stopped, e.g. by SIGSTOP "
+               "or a debugger, or frozen)")
+    else:
+        how = f"hung: no progress for {seconds}"
+    hook, where = info.get("hook") or "?", info.get("where") or "?"
+    last = f"; last heard from at global step {info.get('step', '?')}" + (f", in {hook}" if hook != "?" else "") + \
+        (f" ({where})" if where != "?" else "")
+    return f"{how}{last}; the launcher killed it ({failure.signal_name()}) when the job stopped"
+
+
 def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
     """The failure that started it: the earliest one that was not caused by a peer's (ember's error files say
     which), else the agent's choice (earliest whole-second timestamp)."""
@@ -342,29 +372,33 @@ def root_failure(failures: dict[int, Any]) -> tuple[int, Any]:
 def describe_failure(err: Any) -> WorkerFailedError:
     """A :class:`WorkerFailedError` for the elastic agent's ``ChildFailedError``."""
     rank, failure = root_failure(err.failures)
+    hung = hung_ranks(err.failures)
     message = failure.message
     error, remote_tb = "", ""
     if isinstance(message, dict):
         error = str(message.get("message", ""))
         remote_tb = str(message.get("extraInfo", {}).get("py_callstack", ""))
     elif failure.exitcode < 0:
-        error = f"killed by signal {failure.signal_name()}"
+        error = hung_text(hung[rank], failure) if rank in hung else f"killed by signal {failure.signal_name()}"
     else:
         error = f"exited with code {failure.exitcode} without a Python error (e.g. os._exit or a crash)"
-    lines = [f"rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) failed: {error}"]
+    lines = [f"rank {rank} (local rank {failure.local_rank}, pid {failure.pid}) "
+             f"{'' if error.startswith('hung: ') else 'failed: '}{error}"]
     if remote_tb:
         lines += ["", f"Traceback from rank {rank}:", remote_tb.rstrip()]
-    others = [f"rank {r}: {_short(f)}" for r, f in sorted(err.failures.items()) if r != rank]
+    others = [f"rank {r}: {_short(f, hung.get(r))}" for r, f in sorted(err.failures.items()) if r != rank]
     if others:
         lines += ["", "Also failed: " + "; ".join(others)]
     return WorkerFailedError("\n".join(lines), rank=rank, error=error, remote_traceback=remote_tb,
                              exitcode=failure.exitcode)
 
 
-def _short(failure: Any) -> str:
+def _short(failure: Any, hung: dict | None = None) -> str:
     message = failure.message
     if isinstance(message, dict):
         text = str(message.get("message", ""))
         return text + (" (after another rank failed)" if _ember_info(failure).get("peer_failure") else "")
+    if hung and failure.exitcode < 0:
+        return hung_text(hung, failure)
     return str(message) if message else f"exit code {failure.exitcode}"
 

@@ -57,7 +57,8 @@ _written: dict[str, BaseException] = {}
 
 def write_error_file(exc: BaseException, global_rank: int) -> None:
     """Record ``exc`` in the file the elastic agent reads (``TORCHELASTIC_ERROR_FILE``), in the agent's format,
-    plus ember's own fields: the rank, a precise time and whether the error looks caused by a peer."""
+    plus ember's own fields: the rank, a precise time, whether the error looks caused by a peer, and the
+    exception's ``ember_info`` dict, if it has one (the hang watchdog's names the hung processes)."""
     path = os.environ.get("TORCHELASTIC_ERROR_FILE")
     if not path or _written.get("exception") is exc:
         return
@@ -71,8 +72,8 @@ def write_error_file(exc: BaseException, global_rank: int) -> None:
             # The agent names the failure with the earliest (whole-second) timestamp as the root cause; a
             # failure caused by a peer's is dated a second later so that the peer's wins a tie.
             "timestamp": str(int(now) + (1 if secondary else 0)),
-            "ember": {"rank": global_rank, "time": now, "peer_failure": secondary,
-                      "exception": type(exc).__name__},
+            "ember": {**(getattr(exc, "ember_info", None) or {}), "rank": global_rank, "time": now,
+                      "peer_failure": secondary, "exception": type(exc).__name__},
         },
     }}
     try:

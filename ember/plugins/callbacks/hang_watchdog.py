@@ -6,9 +6,8 @@ their next collective until the process group's timeout (30 minutes), and the er
 process timed out first, often not the one that hung.
 
 How it works: every process counts the loop's events (batch start and end, backward, optimizer step, epoch
-and validation boundaries). A daemon thread per process publishes that count, the global step and, while the
-count stands still, where its main thread is (the innermost hook or step method on its stack, and the line)
-in torch.distributed's store, every ``hang_timeout / 5`` seconds (at most 5 s). Global rank 0's thread reads
+and validation boundaries). A daemon thread per process publishes that count, the global step and where its main
+thread is (the innermost hook or step method on its stack, and the line) in torch.distributed's store, every ``hang_timeout / 5`` seconds (at most 5 s). Global rank 0's thread reads
 every process's record; every other process's thread reads rank 0's (so a rank 0 that froze entirely is
 noticed too). When a process's count has not moved for ``hang_timeout`` seconds (or 0.7 of the strategy's
 collective ``timeout``, when that is shorter: the watchdog decides before a collective times out, so that a
@@ -19,10 +18,13 @@ event of the loop (the first epoch or validation), so a slow start-up (process g
 never taken for a hang. The verdict goes into the store; every
 process then raises :class:`ember.HangError` in its main thread and, if that thread is blocked in native code
 (a collective, a sleep), exits with status 1 a few seconds later, after recording the error for the launcher.
+That record names the hung process, its last step and hook, so that the launcher reports a process that could
+not record anything itself (stopped by SIGSTOP, killed in the end by the launcher) as hung, not as killed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -172,15 +174,21 @@ def _store() -> Any:
         return None
 
 
-def _where(thread_id: int | None) -> tuple[str, str]:
-    """(the innermost hook or step method on the main thread's stack, ``file:line`` of its innermost frame)."""
+@functools.lru_cache(maxsize=1)
+def _hook_names() -> frozenset[str]:
+    """The names :func:`_where` looks for (read from the hook specs once: that takes tens of milliseconds)."""
     from ember.hookspecs.reference import spec_names
 
+    return spec_names() | _STEP_METHODS
+
+
+def _where(thread_id: int | None) -> tuple[str, str]:
+    """(the innermost hook or step method on the main thread's stack, ``file:line`` of its innermost frame)."""
     frame = sys._current_frames().get(thread_id) if thread_id is not None else None
     if frame is None:
         return "?", "?"
     where = f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
-    hooks = spec_names() | _STEP_METHODS
+    hooks = _hook_names()
     while frame is not None:
         if frame.f_code.co_name in hooks:
             return frame.f_code.co_name, where
@@ -198,7 +206,6 @@ class _Monitor:
         self.main = threading.main_thread().ident
         self.done = threading.Event()
         self.beat = 0
-        self.last_count = -1
         #: rank -> (count, beat, monotonic time the count last moved, monotonic time the beat last moved)
         self.seen: dict[int, tuple[int, int, float, float]] = {}
         self.thread = threading.Thread(target=self._run, name="ember-hang-watchdog", daemon=True)
@@ -223,11 +230,11 @@ class _Monitor:
                 return
 
     def _publish(self) -> None:
-        count = self.progress.count
-        hook, where = ("", "") if count != self.last_count else _where(self.main)
-        self.last_count = count
+        # where the main thread is, at every heartbeat (a walk of its stack, once per interval): a process that
+        # stops entirely is then known by the hook of its last heartbeat
+        hook, where = _where(self.main)
         self.beat += 1
-        record = {"count": count, "beat": self.beat, "step": int(self.trainer.global_step), "hook": hook,
+        record = {"count": self.progress.count, "beat": self.beat, "step": int(self.trainer.global_step), "hook": hook,
                   "where": where}
         self.store.set(f"rank/{self.rank}", json.dumps(record))
 
@@ -258,8 +265,10 @@ class _Monitor:
         still = [r for r in records if now - self.seen[r][2] > min(self.timeout, 2 * self.interval)]
         least = min(records[r]["count"] for r in still)
         culprits = frozen or [r for r in still if records[r]["count"] == least]
+        hung = {str(r): {"step": records[r]["step"], "hook": records[r]["hook"], "where": records[r]["where"],
+                         "frozen": bool(frozen), "timeout": self.timeout} for r in culprits}
         verdict = json.dumps({"message": _message(culprits, records, self.timeout, bool(frozen)),
-                              "culprits": culprits})
+                              "culprits": culprits, "hung": hung})
         # the first verdict stands: every process reports the same one
         return self.store.compare_set("verdict", "", verdict).decode() or verdict
 
@@ -274,8 +283,11 @@ class _Monitor:
         # On the processes that waited for the stuck one, the error is a peer's fault (a DistError), so the
         # launcher names the stuck process as the one that failed first.
         bases = (HangError,) if self.rank in decided["culprits"] else (HangError, dist.DistError)
+        # ember_info goes into the error file the launcher reads: a hung process that cannot write its own (one
+        # stopped by SIGSTOP, killed by the launcher in the end) is still named as hung, not as merely killed
         kind = type("HangError", bases, {"__init__": lambda exc, *args: HangError.__init__(exc, message),
-                                         "__module__": HangError.__module__})
+                                         "__module__": HangError.__module__,
+                                         "ember_info": {"hung": decided.get("hung", {})}})
         try:
             from ember.plugins._shared.launchers import write_error_file
 
@@ -293,10 +305,10 @@ def _message(culprits: list[int], records: dict[int, dict], timeout: float, froz
     parts = []
     for r in culprits:
         rec = records[r]
-        if frozen:  # its own heartbeat stopped too: the step is the last one it published
+        if frozen:  # its own heartbeat stopped too: the step and hook are those of the last one it published
             parts.append(f"rank {r} made no progress for {timeout:g} s and sent no heartbeat (the whole process "
                          f"is stopped, e.g. by SIGSTOP or a debugger, or frozen); last heard from at global step "
-                         f"{rec['step']}")
+                         f"{rec['step']}" + (f", in {rec['hook']}" if rec["hook"] not in ("", "?") else ""))
             continue
         parts.append(f"rank {r} made no progress for {timeout:g} s at global step {rec['step']}, in "
                      f"{rec['hook'] or '?'} ({rec['where'] or 'unknown place'})")
