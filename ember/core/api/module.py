@@ -118,6 +118,14 @@ class Module(HyperparametersMixin, torch.nn.Module):
             raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
         return trainer  # type: ignore[return-value]  # None only while TorchScript inspects the class
 
+    @trainer.setter
+    def trainer(self, trainer: RunningTrainer | None) -> None:
+        """Attach this module, and every ember module inside it, to ``trainer`` (None detaches them): what the
+        Trainer does when a run starts, for code that calls a module's hooks by hand."""
+        for module in self.modules():
+            if isinstance(module, Module):
+                module.__dict__["_trainer"] = trainer
+
     @property
     def device(self) -> torch.device:
         for p in self.parameters():

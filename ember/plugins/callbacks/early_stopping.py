@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from enum import Enum
 from typing import Any
 
 import torch
@@ -12,6 +13,16 @@ from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 
 log = logging.getLogger("ember")
+
+
+class EarlyStoppingReason(Enum):
+    """Why :class:`EarlyStopping` stopped a fit (``NOT_STOPPED`` while it has not)."""
+
+    NOT_STOPPED = "not_stopped"
+    STOPPING_THRESHOLD = "stopping_threshold"
+    DIVERGENCE_THRESHOLD = "divergence_threshold"
+    PATIENCE_EXHAUSTED = "patience_exhausted"
+    NON_FINITE_METRIC = "non_finite_metric"
 
 
 class EarlyStopping:
@@ -59,7 +70,8 @@ class EarlyStopping:
         self.check_on_train_epoch_end = check_on_train_epoch_end
         self.wait_count = 0
         self.stopped_epoch = 0
-        self.stopping_reason: str | None = None
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
+        self.stopping_reason_message: str | None = None
         self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf)
         self._warned = False
 
@@ -75,13 +87,17 @@ class EarlyStopping:
 
     def state_dict(self) -> dict[str, Any]:
         return {"wait_count": self.wait_count, "stopped_epoch": self.stopped_epoch,
-                "best_score": float(self.best_score), "patience": self.patience}
+                "best_score": float(self.best_score), "patience": self.patience,
+                "stopping_reason": self.stopping_reason.value, "stopping_reason_message": self.stopping_reason_message}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.wait_count = state["wait_count"]
         self.stopped_epoch = state["stopped_epoch"]
         self.best_score = torch.tensor(state["best_score"])
         self.patience = state["patience"]
+        # states saved before the reason was kept have neither key
+        self.stopping_reason = EarlyStoppingReason(state.get("stopping_reason", "not_stopped"))
+        self.stopping_reason_message = state.get("stopping_reason_message")
 
     # -- when to check -----------------------------------------------------------------------------------
     @hookimpl
@@ -117,36 +133,42 @@ class EarlyStopping:
                 log.warning(message + " Skipping the check (strict=False).")
                 self._warned = True
             return
-        should_stop, reason = self._evaluate(torch.as_tensor(value).detach().float().cpu().reshape(()))
+        should_stop, reason, message = self._evaluate(torch.as_tensor(value).detach().float().cpu().reshape(()))
         should_stop = trainer.reduce_boolean_decision(should_stop, all=False)
         if should_stop:
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
             self.stopping_reason = reason
-        if reason and (self.verbose or should_stop) and trainer.is_global_zero:
-            log.info("EarlyStopping: %s", reason)
+            self.stopping_reason_message = message
+        if message and (self.verbose or should_stop) and trainer.is_global_zero:
+            log.info("EarlyStopping: %s", message)
 
-    def _evaluate(self, current: torch.Tensor) -> tuple[bool, str | None]:
-        name = self.monitor
+    def _evaluate(self, current: torch.Tensor) -> tuple[bool, EarlyStoppingReason, str | None]:
+        """Whether to stop, why, and the message that says so (or that the metric improved)."""
+        name, why = self.monitor, EarlyStoppingReason
         if self.check_finite and not torch.isfinite(current):
-            return True, (f"{name} = {float(current)} is not finite; the best score was "
-                          f"{float(self.best_score):.6g}. Stopping.")
+            return True, why.NON_FINITE_METRIC, (f"{name} = {float(current)} is not finite; the best score was "
+                                                 f"{float(self.best_score):.6g}. Stopping.")
         if self.stopping_threshold is not None and self.monitor_op(current, self.stopping_threshold):
-            return True, (f"{name} = {float(current):.6g} reached the stopping threshold "
-                          f"{'<' if self.mode == 'min' else '>'} {self.stopping_threshold}. Stopping.")
+            return True, why.STOPPING_THRESHOLD, (
+                f"Stopping threshold reached: {name} = {float(current):.6g} "
+                f"{'<' if self.mode == 'min' else '>'} {self.stopping_threshold}. Stopping.")
         if self.divergence_threshold is not None and \
                 self.monitor_op(-current, -self.divergence_threshold):
-            return True, (f"{name} = {float(current):.6g} is worse than the divergence threshold "
-                          f"{self.divergence_threshold}. Stopping.")
+            return True, why.DIVERGENCE_THRESHOLD, (
+                f"Divergence threshold reached: {name} = {float(current):.6g} is worse than "
+                f"{self.divergence_threshold}. Stopping.")
         if self.monitor_op(current - self.min_delta, self.best_score.to(current.device)):
             previous = self.best_score
             self.best_score = current
             self.wait_count = 0
             if math.isfinite(float(previous)):
-                return False, f"{name} improved by {abs(float(previous - current)):.6g} to {float(current):.6g}."
-            return False, f"{name} improved to {float(current):.6g}."
+                return False, why.NOT_STOPPED, (f"{name} improved by {abs(float(previous - current)):.6g} to "
+                                                f"{float(current):.6g}.")
+            return False, why.NOT_STOPPED, f"{name} improved to {float(current):.6g}."
         self.wait_count += 1
         if self.wait_count >= self.patience:
-            return True, (f"{name} did not improve in the last {self.wait_count} checks; the best score was "
-                          f"{float(self.best_score):.6g}. Stopping.")
-        return False, None
+            return True, why.PATIENCE_EXHAUSTED, (
+                f"{name} did not improve in the last {self.wait_count} checks; the best score was "
+                f"{float(self.best_score):.6g}. Stopping.")
+        return False, why.NOT_STOPPED, None
