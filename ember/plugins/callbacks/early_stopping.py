@@ -55,7 +55,7 @@ class EarlyStopping:
                  stopping_threshold: float | None = None, divergence_threshold: float | None = None,
                  check_on_train_epoch_end: bool | None = None) -> None:
         if mode not in self.mode_dict:
-            raise ConfigurationError(f"EarlyStopping(mode={mode!r}) is invalid: expected 'min' or 'max'.")
+            raise ConfigurationError(f"EarlyStopping(mode={mode!r}): `mode` can be 'min' or 'max', got {mode}.")
         if patience < 0:
             raise ConfigurationError(f"EarlyStopping(patience={patience}) is invalid: expected an integer >= 0.")
         self.monitor = monitor
@@ -74,6 +74,7 @@ class EarlyStopping:
         self.stopping_reason_message: str | None = None
         self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf)
         self._warned = False
+        self._reason = EarlyStoppingReason.NOT_STOPPED
 
     @property
     def monitor_op(self) -> Any:
@@ -114,15 +115,15 @@ class EarlyStopping:
     @hookimpl(trylast=True)
     def on_train_epoch_end(self, trainer: Any) -> None:
         if self._on_epoch_end and not self._skip(trainer):
-            self._run_check(trainer)
+            self._run_early_stopping_check(trainer)
 
     @hookimpl(trylast=True)
     def on_validation_end(self, trainer: Any) -> None:
         if not self._on_epoch_end and not self._skip(trainer):
-            self._run_check(trainer)
+            self._run_early_stopping_check(trainer)
 
     # -- the check ---------------------------------------------------------------------------------------
-    def _run_check(self, trainer: Any) -> None:
+    def _run_early_stopping_check(self, trainer: Any) -> None:
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
             message = (f"EarlyStopping monitors {self.monitor!r}, which was not logged. Logged metrics: "
@@ -133,18 +134,25 @@ class EarlyStopping:
                 log.warning(message + " Skipping the check (strict=False).")
                 self._warned = True
             return
-        should_stop, reason, message = self._evaluate(torch.as_tensor(value).detach().float().cpu().reshape(()))
+        self._reason = EarlyStoppingReason.NOT_STOPPED
+        should_stop, message = self._evaluate_stopping_criteria(torch.as_tensor(value).detach().float().cpu().squeeze())
         should_stop = trainer.reduce_boolean_decision(should_stop, all=False)
         if should_stop:
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
-            self.stopping_reason = reason
+            self.stopping_reason = self._reason
             self.stopping_reason_message = message
         if message and (self.verbose or should_stop) and trainer.is_global_zero:
             log.info("EarlyStopping: %s", message)
 
-    def _evaluate(self, current: torch.Tensor) -> tuple[bool, EarlyStoppingReason, str | None]:
-        """Whether to stop, why, and the message that says so (or that the metric improved)."""
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        """Whether to stop, and the message that says why (or that the metric improved); the reason is kept in
+        ``_reason``."""
+        verdict = self._verdict(current)
+        self._reason = verdict[1]
+        return verdict[0], verdict[2]
+
+    def _verdict(self, current: torch.Tensor) -> tuple[bool, EarlyStoppingReason, str | None]:
         name, why = self.monitor, EarlyStoppingReason
         if self.check_finite and not torch.isfinite(current):
             return True, why.NON_FINITE_METRIC, (f"{name} = {float(current)} is not finite; the best score was "
