@@ -1,0 +1,130 @@
+"""Behaviours that Lightning's own test suite (scripts/lightning_suite.py) showed ember lacked, checked here on
+ember alone: the harness needs a checkout of Lightning's tests, and these must hold without one."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+
+import ember
+import ember.lightning.pytorch as pl
+from ember.testing import FAST_TRAINER_ARGS, TinyClassifier, tiny_loaders
+
+
+class Base(pl.LightningModule):
+    def __init__(self, batch_size: int = 64, **kwargs):
+        super().__init__()
+        self.save_hyperparameters()
+        self.layer = torch.nn.Linear(2, 2)
+
+
+class Child(Base):
+    def __init__(self, subclass_arg: int = 1200, **kwargs):
+        super().__init__(**kwargs)
+
+
+def test_save_hyperparameters_collects_every_init_of_the_object():
+    model = Child(batch_size=179)
+    assert dict(model.hparams) == {"batch_size": 179, "subclass_arg": 1200}
+    assert pl.LightningModule.CHECKPOINT_HYPER_PARAMS_KEY == "hyper_parameters"
+
+
+def test_save_hyperparameters_of_a_namespace_keeps_its_contents():
+    class FromConfig(pl.LightningModule):
+        def __init__(self, config):
+            super().__init__()
+            self.save_hyperparameters(config)
+
+    assert dict(FromConfig(Namespace(lr=0.1, depth=3)).hparams) == {"lr": 0.1, "depth": 3}
+
+
+def test_module_trainer_can_be_set_and_state_values_answer_value():
+    model, inner = TinyClassifier(), TinyClassifier()
+    model.inner = inner
+    trainer = ember.Trainer(**FAST_TRAINER_ARGS)
+    model.trainer = trainer
+    assert model.trainer is trainer and inner.trainer is trainer
+    model.trainer = None
+    with pytest.raises(RuntimeError, match="not attached"):
+        model.trainer  # noqa: B018
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
+    assert trainer.state.fn == "fit" and trainer.state.fn.value == "fit" and trainer.state.status.value == "finished"
+
+
+def test_csv_logger_takes_lightning_optional_arguments(tmp_path):
+    from ember.lightning.pytorch.loggers.csv_logs import CSVLogger, ExperimentWriter
+
+    logger = CSVLogger(tmp_path, name="")
+    logger.log_hyperparams()
+    logger.log_metrics({"a": 1.0})
+    logger.log_metrics({"a": 2.0})
+    logger.save()
+    lines = (Path(logger.log_dir) / ExperimentWriter.NAME_METRICS_FILE).read_text().splitlines()
+    assert [line.split(",")[1] for line in lines[1:]] == ["0", "1"]  # step: the row's index
+    assert (Path(logger.log_dir) / ExperimentWriter.NAME_HPARAMS_FILE).exists()
+
+
+def test_hparams_files_round_trip(tmp_path):
+    from enum import Enum
+
+    from ember.lightning.pytorch.core.saving import (
+        load_hparams_from_tags_csv,
+        load_hparams_from_yaml,
+        save_hparams_to_tags_csv,
+        save_hparams_to_yaml,
+    )
+
+    class Choice(str, Enum):
+        one = "1"
+
+    hparams = {"lr": 0.008, "name": "adam", "nested": {"a": 1}, "choice": Choice.one}
+    save_hparams_to_yaml(tmp_path / "h.yaml", Namespace(**hparams))
+    assert load_hparams_from_yaml(tmp_path / "h.yaml", use_omegaconf=False) == {**hparams, "choice": "one"}
+    with pytest.warns(UserWarning, match="Skipping 'dtype'"):
+        save_hparams_to_yaml(tmp_path / "h.yaml", {"dtype": torch.float32})
+    save_hparams_to_tags_csv(tmp_path / "tags.csv", {"lr": 0.008, "name": "adam"})
+    assert load_hparams_from_tags_csv(tmp_path / "tags.csv") == {"lr": 0.008, "name": "adam"}
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert load_hparams_from_yaml(tmp_path / "missing.yaml") == {}
+
+
+def test_fabric_utilities_and_tqdm_names():
+    from ember.lightning.fabric import Fabric
+    from ember.lightning.fabric.utilities.data import has_iterable_dataset
+    from ember.lightning.fabric.utilities.exceptions import MisconfigurationException
+    from ember.lightning.fabric.utilities.warnings import PossibleUserWarning
+    from ember.lightning.pytorch.callbacks.progress.tqdm_progress import Tqdm
+    from ember.lightning.pytorch.utilities.data import has_len_all_ranks
+
+    assert PossibleUserWarning is pl.utilities.PossibleUserWarning
+    assert MisconfigurationException is ember.ConfigurationError
+    assert not has_iterable_dataset(torch.utils.data.DataLoader([1, 2]))
+    assert has_len_all_ranks(torch.utils.data.DataLoader([1, 2]))
+    with pytest.raises(NotImplementedError, match="Fabric is not part of ember"):
+        Fabric()
+    assert [Tqdm.format_num(x) for x in (1, 1.0, 0.1, 1e-5, "abc")] == ["1", "1.000", "0.100", "1e-5", "abc"]
+
+
+def test_the_suite_harness_stands_in_for_lightning_privates_only():
+    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    try:
+        suite = importlib.import_module("lightning_suite")
+    finally:
+        sys.path.pop(0)
+    loop = suite._stand_in("lightning.pytorch.loops", "_FitLoop")
+    with pytest.raises(suite.NotInEmber, match="private machinery"):
+        loop()
+    assert suite._stand_in("lightning.pytorch.utilities.imports", "_TORCH_GREATER_EQUAL_2_1") is True
+    assert "Fabric" in suite._why("lightning.fabric", "Fabric")
+    kind, _ = suite._cause({"outcome": "failed", "message": "AttributeError: 'Trainer' object has no attribute "
+                                                            "'fit_loop'"}, "")
+    assert kind == "internal"
+    kind, _ = suite._cause({"outcome": "failed", "message": "Failed: DID NOT WARN."}, "")
+    assert kind == "differs"
