@@ -128,3 +128,23 @@ def test_the_suite_harness_stands_in_for_lightning_privates_only():
     assert kind == "internal"
     kind, _ = suite._cause({"outcome": "failed", "message": "Failed: DID NOT WARN."}, "")
     assert kind == "differs"
+
+
+def test_a_subclass_of_a_built_in_callback_takes_lightning_style_hooks(tmp_path):
+    from ember.lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+    seen = []
+
+    class Stopping(EarlyStopping):
+        def on_train_epoch_end(self, trainer, pl_module):  # overrides a hook of the base
+            seen.append(("stop", type(pl_module).__name__))
+            super().on_train_epoch_end(trainer)
+
+    class Checkpoint(ModelCheckpoint):
+        def on_train_start(self, trainer, pl_module):  # a hook the base does not have
+            seen.append(("start", type(pl_module).__name__))
+
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 1, "enable_checkpointing": True},
+                            callbacks=[Stopping(monitor="x", strict=False), Checkpoint(dirpath=tmp_path)])
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
+    assert seen == [("start", "TinyClassifier"), ("stop", "TinyClassifier")]
