@@ -407,7 +407,9 @@ INTERNAL = re.compile(
     r"_\w+Connector|_SubprocessScriptLauncher|_lightning_module|_fabric\w*|_module_mode|_get_\w+|_xla\w*|"
     r"_TORCH\w+|_datamodule\w*|_should_\w+|_is_\w+|_check_\w+)\b"
     r"|lightning\.(pytorch|fabric)\.(loops|trainer\.connectors|core\.saving|utilities\._|\w+\._)"
-    r"|\.loops\b|has no attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
+    r"|\.loops\b|has no attribute '_|have the attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
+#: A private attribute (``timer._duration``) read on the line of a test where it failed.
+PRIVATE_ATTRIBUTE = re.compile(r"\._(?!_)[A-Za-z]\w*")
 #: Short labels for the common messages of "behaviour differs", in order: the first that matches names the cause.
 KINDS = (
     ("missing name", re.compile(r"ImportError|ModuleNotFoundError|cannot import name|has no attribute")),
@@ -428,7 +430,8 @@ def _cause(test: dict[str, str] | None, why_not_run: str) -> tuple[str, str]:
     if test["outcome"] == "skipped":
         return "differs", "skipped on ember: " + message
     first = message.splitlines()[0] if message else ""
-    if INTERNAL.search(first) or INTERNAL.search(test.get("lines", "")):
+    failing = [line for line in test.get("lines", "").splitlines() if line.startswith(">")]
+    if INTERNAL.search(first) or INTERNAL.search(test.get("lines", "")) or PRIVATE_ATTRIBUTE.search("\n".join(failing)):
         return "internal", first
     return "differs", first
 

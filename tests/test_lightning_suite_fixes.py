@@ -148,3 +148,21 @@ def test_a_subclass_of_a_built_in_callback_takes_lightning_style_hooks(tmp_path)
                             callbacks=[Stopping(monitor="x", strict=False), Checkpoint(dirpath=tmp_path)])
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     assert seen == [("start", "TinyClassifier"), ("stop", "TinyClassifier")]
+
+
+def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders():
+    import os
+
+    from ember.lightning.pytorch.callbacks import LearningRateMonitor
+    from ember.lightning.pytorch.demos.boring_classes import BoringDataModule
+
+    monitor = LearningRateMonitor(log_momentum=True)
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 2}, callbacks=[monitor])
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
+    assert list(monitor.lrs) == ["lr-SGD"] and len(monitor.lrs["lr-SGD"]) == 2
+    assert list(monitor.last_momentum_values) == ["lr-SGD-momentum"]
+    assert monitor.last_weight_decay_values == {"lr-SGD-weight_decay": None}
+    dm = BoringDataModule()
+    dm.setup("test")
+    assert str(dm).split(os.linesep) == ["{Train dataloader: None}", "{Validation dataloader: None}",
+                                         "{Test dataloader: size=64}", "{Predict dataloader: None}"]

@@ -195,7 +195,7 @@ def parse_duration(value: Any, name: str = "max_time") -> datetime.timedelta | N
     (``{"hours": 2}``) or a number of seconds; None stays None."""
     if value is None or isinstance(value, datetime.timedelta):
         return value
-    allowed = ("expected a timedelta, a 'DD:HH:MM:SS' string, a dict such as {'hours': 2} "
+    allowed = ("expected a timedelta, a string in the format DD:HH:MM:SS, a dict such as {'hours': 2} "
                "or a number of seconds")
     if isinstance(value, str):
         match = _DURATION.match(value.strip())
@@ -378,8 +378,8 @@ def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
     for name, value_off in off.items():
         value = kwargs.get(name, value_off)
         if value not in (value_off, None, False):
-            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}; remove {name}={value!r} or "
-                                     "barebones=True.")
+            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}, but `Trainer({name}={value!r})` "
+                                     "was passed; remove one of them.")
         kwargs[name] = value_off
 
 

@@ -320,9 +320,9 @@ class Loops:
         if isinstance(vci, int) and self.t.config.check_val_every_n_epoch is not None \
                 and vci > self.t.num_training_batches:
             raise ConfigurationError(
-                f"Trainer(val_check_interval={vci}) is larger than the {self.t.num_training_batches} training "
-                "batches of an epoch; lower it, or pass check_val_every_n_epoch=None to count batches across "
-                "epochs.")
+                f"Trainer(val_check_interval={vci}) must be less than or equal to the number of the training batches "
+                f"of an epoch ({self.t.num_training_batches}); lower it, or pass check_val_every_n_epoch=None to "
+                "count batches across epochs.")
 
     # -- validate / test / predict -------------------------------------------------------------------------
     def _eval_data(self, stage: str, given: Any) -> tuple[list[Any], list[float]]:
