@@ -166,3 +166,20 @@ def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders
     dm.setup("test")
     assert str(dm).split(os.linesep) == ["{Train dataloader: None}", "{Validation dataloader: None}",
                                          "{Test dataloader: size=64}", "{Predict dataloader: None}"]
+
+
+def test_state_values_set_from_lightning_enums_and_the_stage_passed_to_setup():
+    from ember.lightning.pytorch.trainer.states import RunningStage, TrainerFn
+
+    trainer = ember.Trainer(**FAST_TRAINER_ARGS)
+    trainer.state.stage = RunningStage.TRAINING
+    assert trainer.state.stage == "train" and trainer.state.stage.value == "train"
+    assert trainer.state.stage == RunningStage.TRAINING
+    stages = []
+
+    class Recording(TinyClassifier):
+        def setup(self, stage):
+            stages.append(stage.value)
+
+    trainer.fit(Recording(), *tiny_loaders(n=16))
+    assert stages == ["fit"] and trainer.state.fn == TrainerFn.FITTING

@@ -33,7 +33,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import FitProgress, LogContext, Progress
+from ember.core.loop.state import FitProgress, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class Loops:
         t = self.t
         h, module = t.hook, t.module
         if h.setup is not None:
-            h.setup(trainer=t, module=module, stage=fn)
+            h.setup(trainer=t, module=module, stage=StateName(fn))
         t.state.setup_done = True
         if h.configure_model is not None:
             with h.model_sharded_context(trainer=t):

@@ -14,6 +14,7 @@ The loop writes these records; plugins and the module read them through the Trai
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -41,6 +42,8 @@ class StateName(str):
 
 
 def _name(value: Any) -> Any:
+    if isinstance(value, Enum):  # Lightning's TrainerFn/RunningStage members, set by code written for Lightning
+        value = value.value
     return StateName(value) if isinstance(value, str) and not isinstance(value, StateName) else value
 
 
