@@ -94,7 +94,7 @@ case "$cmd" in
             if ! "$lpy" -c "import lightning, pytest, cloudpickle, tensorboard" >/dev/null 2>&1; then
                 "$lpy" -m pip install --quiet "torch==$("$py" -c "import torch; print(torch.__version__.split('+')[0])")"
                 "$lpy" -m pip install --quiet "lightning==$("$py" -c "import ember.lightning as L; print(L.__version__)")" \
-                    pytest cloudpickle tensorboard pyyaml
+                    pytest cloudpickle tensorboard pyyaml jsonargparse
             fi
             exec "$lpy" scripts/lightning_suite.py --framework lightning --src "$src" \
                 --record tests/lightning/suite.json "$@"

@@ -304,8 +304,8 @@ class Loops:
                 "Set `self.automatic_optimization = False` in __init__ and step them in training_step "
                 "(see the manual optimization guide).")
         if not optimizers:
-            warnings.warn("configure_optimizers() returned no optimizer: fit will run training_step without "
-                          "optimizer steps.", stacklevel=4)
+            warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
+                          "training_step without optimizer steps.", stacklevel=4)
         t.optimizers = optimizers
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
