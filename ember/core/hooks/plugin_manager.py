@@ -47,7 +47,6 @@ __all__ = ["EVENT_HOOKS", "NOOP_MARK", "NOT_CALLED", "EmberWarning", "HookTable"
 _ABSENT = object()
 
 
-@functools.cache
 def _extends_a_plugin(cls: type) -> bool:
     """Whether a base class of ``cls`` marks a method as a hook implementation (a plugin class, subclassed)."""
     return any(isinstance(getattr(getattr(attr, "__func__", attr), f"{PROJECT}_impl", None), dict)

@@ -135,15 +135,16 @@ class EarlyStopping:
                 self._warned = True
             return
         self._reason = EarlyStoppingReason.NOT_STOPPED
-        should_stop, message = self._evaluate_stopping_criteria(torch.as_tensor(value).detach().float().cpu().squeeze())
+        should_stop, reason_message = self._evaluate_stopping_criteria(
+            torch.as_tensor(value).detach().float().cpu().squeeze())
         should_stop = trainer.reduce_boolean_decision(should_stop, all=False)
         if should_stop:
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
             self.stopping_reason = self._reason
-            self.stopping_reason_message = message
-        if message and (self.verbose or should_stop) and trainer.is_global_zero:
-            log.info("EarlyStopping: %s", message)
+            self.stopping_reason_message = reason_message
+        if reason_message and (self.verbose or should_stop) and trainer.is_global_zero:
+            log.info("EarlyStopping: %s", reason_message)
 
     def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
         """Whether to stop, and the message that says why (or that the metric improved); the reason is kept in
