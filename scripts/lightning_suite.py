@@ -398,7 +398,8 @@ def run_one(src: Path, test_file: str, out: Path, framework: str) -> int:
 
 # -- sorting a failure by its cause ------------------------------------------------------------------------------
 #: What marks a failure as asserting Lightning's private machinery, in its message or in the test's own lines: the
-#: loop and connector objects, ``_``-names of Lightning's objects, Lightning's private modules.
+#: loop and connector objects, ``_``-names of Lightning's objects, Lightning's private modules, and
+#: ``trainer.strategy.connect(model)``, with which a test starts driving the trainer's connectors by hand.
 INTERNAL = re.compile(
     r"\b(fit_loop|epoch_loop|validate_loop|test_loop|predict_loop|_evaluation_loop|_logger_connector|"
     r"_accelerator_connector|_checkpoint_connector|_callback_connector|_data_connector|_signal_connector|"
@@ -407,7 +408,7 @@ INTERNAL = re.compile(
     r"_\w+Connector|_SubprocessScriptLauncher|_lightning_module|_fabric\w*|_module_mode|_get_\w+|_xla\w*|"
     r"_TORCH\w+|_datamodule\w*|_should_\w+|_is_\w+|_check_\w+)\b"
     r"|lightning\.(pytorch|fabric)\.(loops|trainer\.connectors|core\.saving|utilities\._|\w+\._)"
-    r"|\.loops\b|has no attribute '_|have the attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
+    r"|strategy\.connect\(|\.loops\b|has no attribute '_|have the attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
 #: A private attribute (``timer._duration``) read on the line of a test where it failed.
 PRIVATE_ATTRIBUTE = re.compile(r"\._(?!_)[A-Za-z]\w*")
 #: Short labels for the common messages of "behaviour differs", in order: the first that matches names the cause.

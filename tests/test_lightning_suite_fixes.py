@@ -183,3 +183,20 @@ def test_state_values_set_from_lightning_enums_and_the_stage_passed_to_setup():
 
     trainer.fit(Recording(), *tiny_loaders(n=16))
     assert stages == ["fit"] and trainer.state.fn == TrainerFn.FITTING
+
+
+def test_a_limit_of_exactly_one_is_explained_and_bad_limits_say_so(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="ember"):
+        ember.Trainer(**{**FAST_TRAINER_ARGS, "limit_val_batches": 1.0})
+    assert "`Trainer(limit_val_batches=1.0)` was configured so 100% of the batches per epoch will be used" \
+        in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="ember"):
+        ember.Trainer(**FAST_TRAINER_ARGS)
+    assert "was configured so" not in caplog.text
+    with pytest.raises(ember.ConfigurationError, match="passed invalid value"):
+        ember.Trainer(limit_train_batches=1.2)
+    with pytest.raises(ember.ConfigurationError, match="should be an int >= 0"):
+        ember.Trainer(reload_dataloaders_every_n_epochs=-1)
