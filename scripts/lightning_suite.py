@@ -210,6 +210,11 @@ class _Alias(importlib.abc.Loader):
                 module.__dict__["__getattr__"] = _module_getattr(module, module.__dict__.get("__getattr__"),
                                                                  spec.name)
                 module.__dict__["_lightning_suite_getattr"] = True
+            canonical = re.sub(r"^pytorch_lightning\b", "lightning.pytorch", spec.name)
+            if not hasattr(module, "__path__") and any(p.startswith(canonical + ".") for p in PRIVATE_PACKAGES):
+                # a module of ember's where Lightning has a package with private ones below it
+                # (``strategies.launchers``): importable as a package, so that those get their stand-ins
+                module.__dict__["__path__"] = []
             return module
         module = types.ModuleType(spec.name, "a stand-in of the lightning_suite harness")
         module.__path__ = []  # a package, so that the stand-ins below it import
