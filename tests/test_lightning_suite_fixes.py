@@ -200,3 +200,20 @@ def test_a_limit_of_exactly_one_is_explained_and_bad_limits_say_so(caplog):
         ember.Trainer(limit_train_batches=1.2)
     with pytest.raises(ember.ConfigurationError, match="should be an int >= 0"):
         ember.Trainer(reload_dataloaders_every_n_epochs=-1)
+
+
+def test_refresh_rate_zero_draws_nothing_and_xla_is_a_placeholder(capsys):
+    import io
+
+    from ember.lightning._names import UnsupportedError
+    from ember.lightning.pytorch.accelerators import XLAAccelerator
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    out = io.StringIO()
+    bar = TQDMProgressBar(refresh_rate=0, force_terminal=True, file=out)
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "enable_progress_bar": True}, callbacks=[bar])
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
+    assert out.getvalue() == ""
+    assert not XLAAccelerator.is_available()
+    with pytest.raises(UnsupportedError, match="XLA"):
+        XLAAccelerator()
