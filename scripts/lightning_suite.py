@@ -298,6 +298,16 @@ class Fixtures:
             else:
                 raise AssertionError(f"Test left zombie thread: {thread}")
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Any:
+        """A ``KeyboardInterrupt`` that leaves a test fails that test instead of ending the session: ember re-raises
+        Ctrl-C after stopping a fit at a safe point, where Lightning ends the fit and returns."""
+        try:
+            return (yield)
+        except KeyboardInterrupt as exc:
+            raise AssertionError("KeyboardInterrupt left the fit: ember re-raises Ctrl-C after stopping at a safe "
+                                 "point (Lightning returns from fit)") from exc
+
     def _count(self, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
         import torch
 
