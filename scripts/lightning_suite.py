@@ -414,7 +414,8 @@ def run_one(src: Path, test_file: str, out: Path, framework: str) -> int:
 # -- sorting a failure by its cause ------------------------------------------------------------------------------
 #: What marks a failure as asserting Lightning's private machinery, in its message or in the test's own lines: the
 #: loop and connector objects, ``_``-names of Lightning's objects, Lightning's private modules, and
-#: ``trainer.strategy.connect(model)``, with which a test starts driving the trainer's connectors by hand.
+#: ``trainer.strategy.connect(model)``, with which a test starts driving the trainer's connectors by hand, and the
+#: helpers of Lightning's conftest that fake devices by patching Lightning's accelerator modules.
 INTERNAL = re.compile(
     r"\b(fit_loop|epoch_loop|validate_loop|test_loop|predict_loop|_evaluation_loop|_logger_connector|"
     r"_accelerator_connector|_checkpoint_connector|_callback_connector|_data_connector|_signal_connector|"
@@ -423,7 +424,7 @@ INTERNAL = re.compile(
     r"_\w+Connector|_SubprocessScriptLauncher|_lightning_module|_fabric\w*|_module_mode|_get_\w+|_xla\w*|"
     r"_TORCH\w+|_datamodule\w*|_should_\w+|_is_\w+|_check_\w+)\b"
     r"|lightning\.(pytorch|fabric)\.(loops|trainer\.connectors|core\.saving|utilities\._|\w+\._)"
-    r"|strategy\.connect\(|\.loops\b|has no attribute '_|have the attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
+    r"|strategy\.connect\(|\bmock_(cuda_count|mps_count|xla_available|tpu_available)\b|\.loops\b|has no attribute '_|have the attribute '_|ember\.lightning has no [\w.]*\._|Lightning's private machinery")
 #: A private attribute (``timer._duration``) read on the line of a test where it failed.
 PRIVATE_ATTRIBUTE = re.compile(r"\._(?!_)[A-Za-z]\w*")
 #: Short labels for the common messages of "behaviour differs", in order: the first that matches names the cause.
@@ -460,6 +461,21 @@ def _group(message: str) -> str:
     return message[:160]
 
 
+#: Class names that appear in parametrized test ids: a test parametrized with ``LightningModule`` is named after
+#: ember's class on ember (``test_x[LightningModule]`` is ``test_x[Module]`` there).
+_ID_NAMES = (("LightningDataModule", "DataModule"), ("LightningModule", "Module"))
+
+
+def _same_test(tests: dict[str, Any], test: str) -> Any:
+    """Lightning's test ``test`` among ember's outcomes ``tests``, matching ids that name ember's classes."""
+    if test in tests or "[" not in test:
+        return tests.get(test)
+    name, _, params = test.partition("[")
+    for lightning, ember in _ID_NAMES:
+        params = params.replace(lightning, ember)
+    return tests.get(f"{name}[{params}")
+
+
 def compare(record: dict[str, Any], ember: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Per file: the tests passing on Lightning, those of them passing on ember, and each failing one's cause."""
     rows = []
@@ -476,7 +492,7 @@ def compare(record: dict[str, Any], ember: dict[str, dict[str, Any]]) -> tuple[l
             why = "not collected on ember"
         failing = {}
         for test in passing:
-            result = (got or {}).get("tests", {}).get(test)
+            result = _same_test((got or {}).get("tests", {}), test)
             if result is not None and result["outcome"] == "passed":
                 continue
             failing[test] = _cause(result, why)
