@@ -8,6 +8,15 @@
 #                                                   environment .venv-torch-2.4.1 (made on first use; the
 #                                                   torch wheel comes from the package index with its CUDA
 #                                                   libraries). Lint and type-check belong to the plain `test`.
+#   bash scripts/dev.sh lightning-suite [FILE...]   Lightning's own tests (tests/tests_pytorch of the tag that
+#                                                   scripts/lightning_suite.py pins) on ember, compared with the
+#                                                   outcomes recorded on Lightning (tests/lightning/suite.json);
+#                                                   writes the table to lightning-suite.md. Not part of `test`.
+#   bash scripts/dev.sh lightning-suite record [FILE...]
+#                                                   records those outcomes again, on Lightning itself, in the side
+#                                                   environment .venv-lightning (made on first use).
+#       LIGHTNING_SRC=DIR uses a checkout of Lightning's repository there instead of cloning it into
+#       .lightning-src; LIGHTNING_PYTHON=PATH an interpreter that has Lightning instead of .venv-lightning.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
@@ -73,5 +82,32 @@ case "$cmd" in
         cat "$venv/mypy.log"
         [ "$mypy_status" -eq 0 ] || exit "$mypy_status"
         exit "$status" ;;
-    *) echo "usage: bash scripts/dev.sh demo|test [--torch VERSION] [options]" >&2; exit 2 ;;
+    lightning-suite)
+        tag=$("$py" -c "import sys; sys.path.insert(0, 'scripts'); import lightning_suite; print(lightning_suite.LIGHTNING_TAG)")
+        src=${LIGHTNING_SRC:-.lightning-src}
+        if [ ! -d "$src/tests/tests_pytorch" ]; then
+            # Lightning's repository is large: only its tests, at the pinned tag
+            git clone --quiet --depth 1 --branch "$tag" --filter=blob:none --sparse \
+                https://github.com/Lightning-AI/pytorch-lightning "$src"
+            git -C "$src" sparse-checkout set tests/tests_pytorch
+        fi
+        if [ "${1:-}" = record ]; then
+            shift
+            lpy=${LIGHTNING_PYTHON:-.venv-lightning/bin/python}
+            if [ ! -x "$lpy" ]; then
+                "$python" -m venv .venv-lightning
+                lpy=.venv-lightning/bin/python
+            fi
+            if ! "$lpy" -c "import lightning, pytest, cloudpickle, tensorboard" >/dev/null 2>&1; then
+                "$lpy" -m pip install --quiet "torch==$("$py" -c "import torch; print(torch.__version__.split('+')[0])")"
+                "$lpy" -m pip install --quiet "lightning==$("$py" -c "import ember.lightning as L; print(L.__version__)")" \
+                    pytest cloudpickle tensorboard pyyaml jsonargparse
+            fi
+            exec "$lpy" scripts/lightning_suite.py --framework lightning --src "$src" \
+                --record tests/lightning/suite.json "$@"
+        fi
+        exec "$py" scripts/lightning_suite.py --src "$src" --against tests/lightning/suite.json \
+            --report lightning-suite.md "$@" ;;
+    *) echo "usage: bash scripts/dev.sh demo|test [--torch VERSION] [options] | lightning-suite [record] [FILE...]" >&2
+       exit 2 ;;
 esac

@@ -131,3 +131,26 @@ def test_selectable_by_name_with_defaults_needs_arguments():
     # the entry point instantiates with no arguments; EarlyStopping needs a monitor, so the error says so
     with pytest.raises(ember.PluginError, match="monitor"):
         ember.Trainer(accelerator="cpu", callbacks=["early-stopping"])
+
+
+@pytest.mark.parametrize(("values", "kwargs", "reason", "words"), [
+    ([3.0, 4.0, 5.0, 6.0], {"patience": 2}, "PATIENCE_EXHAUSTED", "did not improve"),
+    ([3.0, 2.0, 1.0, 0.5], {"stopping_threshold": 1.5}, "STOPPING_THRESHOLD", "Stopping threshold reached"),
+    ([3.0, 9.0, 1.0, 0.5], {"divergence_threshold": 8.0}, "DIVERGENCE_THRESHOLD", "Divergence threshold reached"),
+    ([3.0, math.nan, 1.0, 0.5], {}, "NON_FINITE_METRIC", "is not finite"),
+    ([3.0, 2.0, 1.0], {}, "NOT_STOPPED", None),
+])
+def test_stopping_reason_and_its_message_survive_the_state(values, kwargs, reason, words):
+    from ember.plugins.callbacks.early_stopping import EarlyStoppingReason
+
+    es = EarlyStopping(monitor="score", **kwargs)
+    fit(values, es)
+    assert es.stopping_reason is EarlyStoppingReason[reason]
+    assert (es.stopping_reason_message is None) if words is None else (words in es.stopping_reason_message)
+    restored = EarlyStopping(monitor="score")
+    restored.load_state_dict(es.state_dict())
+    assert (restored.stopping_reason, restored.stopping_reason_message) == (es.stopping_reason,
+                                                                           es.stopping_reason_message)
+    old = {k: v for k, v in es.state_dict().items() if not k.startswith("stopping_reason")}  # an older state
+    restored.load_state_dict(old)
+    assert restored.stopping_reason is EarlyStoppingReason.NOT_STOPPED

@@ -85,8 +85,6 @@ SUBMODULES: dict[str, list[str]] = RECORDED["submodules"]
 #: Names of a recorded module path that ember does not provide (docs/lightning.md lists them): Lightning's internals
 #: behind a class ember provides, or helpers of its own ``save_hyperparameters``.
 NOT_PROVIDED = {
-    "lightning.pytorch.callbacks.early_stopping": ["EarlyStoppingReason"],
-    "lightning.pytorch.callbacks.progress.tqdm_progress": ["Tqdm"],
     "lightning.pytorch.callbacks.progress.rich_progress": ["RichProgressBarTheme"],
     "lightning.pytorch.loggers.logger": ["merge_dicts"],
     "lightning.pytorch.profilers.pytorch": ["RegisterRecordFunction", "ScheduleWrapper"],

@@ -9,6 +9,8 @@ restored when a fit resumes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sized
 from typing import Any
 
 from ember.core.api.module import HyperparametersMixin
@@ -29,6 +31,31 @@ class DataModule(HyperparametersMixin):
     @base_hook
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` returned (override)."""
+
+    def __str__(self) -> str:
+        """One line per dataloader method, with the size of each dataset it gives (``{Train dataloader:
+        size=64}``), or None where the method is missing or fails (before ``setup``, say)."""
+        lines = []
+        for label, method in (("Train", "train_dataloader"), ("Validation", "val_dataloader"),
+                              ("Test", "test_dataloader"), ("Predict", "predict_dataloader")):
+            try:
+                loaders = getattr(self, method)()
+            except Exception:
+                text = "None"
+            else:
+                if isinstance(loaders, Mapping):
+                    loaders = list(loaders.values())
+                if isinstance(loaders, (list, tuple)):
+                    text = " ; ".join(f"{i}. {_size(loader)}" for i, loader in enumerate(loaders, start=1))
+                else:
+                    text = _size(loaders)
+            lines.append(f"{{{label} dataloader: {text}}}")
+        return os.linesep.join(lines)
+
+
+def _size(loader: Any) -> str:
+    dataset = getattr(loader, "dataset", None)
+    return f"size={len(dataset)}" if isinstance(dataset, Sized) else "size=NA"
 
 
 setattr(DataModule, STYLE_ATTR, "module")

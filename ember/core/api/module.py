@@ -16,6 +16,7 @@ import contextlib
 import copy
 import inspect
 import os
+from argparse import Namespace
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,18 +42,42 @@ class AttributeDict(dict):
         self[key] = value
 
 
-def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str] | None) -> dict[str, Any]:
-    """The hyperparameters ``save_hyperparameters(*args, ignore=...)`` stores, read from the frame ``caller``."""
-    info = inspect.getargvalues(caller)
-    names = [n for n in info.args if n != "self"]
-    values: dict[str, Any] = {n: info.locals[n] for n in names}
+def _init_arguments(frame: Any) -> dict[str, Any]:
+    """The arguments of one ``__init__`` call (its named parameters, then the contents of its ``**kwargs``)."""
+    info = inspect.getargvalues(frame)
+    values: dict[str, Any] = {n: info.locals[n] for n in info.args if n != "self" and n in info.locals}
     if info.keywords:
         values.update(info.locals.get(info.keywords, {}))
+    return values
+
+
+def _init_frames(caller: Any) -> list[Any]:
+    """``caller`` and the ``__init__`` calls of the same object that led to it (a subclass's ``__init__`` calling
+    its base's through ``super().__init__``), outermost first."""
+    frames = [caller]
+    owner = caller.f_locals.get("self", _NO_SELF)
+    frame = caller.f_back
+    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self", None) is owner:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames[::-1]
+
+
+_NO_SELF = object()
+
+
+def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str] | None) -> dict[str, Any]:
+    """The hyperparameters ``save_hyperparameters(*args, ignore=...)`` stores, read from the frame ``caller``:
+    the arguments of every ``__init__`` of the object on the way to it (a subclass's override a base's), the
+    ones named in ``args``, or the contents of a single mapping or ``Namespace`` passed in ``args``."""
+    values: dict[str, Any] = {}
+    for frame in _init_frames(caller) if caller.f_code.co_name == "__init__" else [caller]:
+        values.update(_init_arguments(frame))
     ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
     if args and all(isinstance(a, str) for a in args):
         values = {k: v for k, v in values.items() if k in args}
-    elif len(args) == 1 and isinstance(args[0], Mapping):
-        values = dict(args[0])
+    elif len(args) == 1 and isinstance(args[0], (Mapping, Namespace)):
+        values = dict(vars(args[0]) if isinstance(args[0], Namespace) else args[0])
     else:
         values = {k: v for k, v in values.items() if not isinstance(v, (torch.nn.Module, torch.Tensor))}
     return {k: v for k, v in values.items() if k not in ignored}
@@ -60,6 +85,9 @@ def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str
 
 class HyperparametersMixin:
     """``hparams`` and ``save_hyperparameters``, shared by :class:`Module` and ``ember.DataModule``."""
+
+    #: Where a checkpoint keeps the hyperparameters (``checkpoint["hyper_parameters"]``), by Lightning's name.
+    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
 
     @property
     def hparams(self) -> AttributeDict:
@@ -117,6 +145,14 @@ class Module(HyperparametersMixin, torch.nn.Module):
         if trainer is None and not self.__dict__.get("_jit_is_scripting"):  # TorchScript inspects every property
             raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
         return trainer  # type: ignore[return-value]  # None only while TorchScript inspects the class
+
+    @trainer.setter
+    def trainer(self, trainer: RunningTrainer | None) -> None:
+        """Attach this module, and every ember module inside it, to ``trainer`` (None detaches them): what the
+        Trainer does when a run starts, for code that calls a module's hooks by hand."""
+        for module in self.modules():
+            if isinstance(module, Module):
+                module.__dict__["_trainer"] = trainer
 
     @property
     def device(self) -> torch.device:

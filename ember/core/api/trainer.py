@@ -26,7 +26,7 @@ from ember.core.loop.loops import Loops
 from ember.core.loop.optim import SchedulerConfig
 from ember.core.loop.run_inputs import check_run_inputs, default_ckpt_path, looks_like_datamodule
 from ember.core.loop.signals import SignalExit
-from ember.core.loop.state import TrainerState
+from ember.core.loop.state import StateName, TrainerState
 
 log = logging.getLogger("ember")
 
@@ -386,9 +386,9 @@ class Trainer(TrainerProperties):
                 if self.hook.teardown is not None and self.state.setup_done:
                     if failed:  # as in Lightning: no callback or module teardown after an exception; plugins
                         # marked @hookimpl still release what they hold (process groups, threads, files)
-                        self.hook.call_each("teardown", marked_only, trainer=self, module=model, stage=fn)
+                        self.hook.call_each("teardown", marked_only, trainer=self, module=model, stage=StateName(fn))
                     else:
-                        self.hook.teardown(trainer=self, module=model, stage=fn)
+                        self.hook.teardown(trainer=self, module=model, stage=StateName(fn))
             finally:
                 seed.restore_deterministic(self)
                 if self.tracer is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -12,6 +13,8 @@ from typing import Any
 import attrs
 
 from ember.core.errors import ConfigurationError, UnknownArgumentError, suggest
+
+_log = logging.getLogger("ember")
 
 #: Lightning's short precision spellings, accepted for porting.
 PRECISION_ALIASES = {
@@ -29,7 +32,8 @@ def _non_negative_int(name: str, minimum: int = 0, none_ok: bool = False) -> Any
         if value is None and none_ok:
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise _fail(name, value, f"expected an integer >= {minimum}" + (" or None" if none_ok else ""))
+            raise _fail(name, value, f"expected an integer >= {minimum}" + (" or None" if none_ok else "")
+                        + f" (`{name}` should be an int >= {minimum})")
 
     return check
 
@@ -43,7 +47,8 @@ def _limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         return
     if isinstance(value, float) and 0.0 <= value <= 1.0:
         return
-    raise _fail(attribute.name, value, "expected an int >= 0 (batches) or a float in [0.0, 1.0] (fraction)")
+    raise _fail(attribute.name, value, "passed invalid value; expected an int >= 0 (batches) or a float in "
+                "[0.0, 1.0] (fraction)")
 
 
 def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -53,8 +58,8 @@ def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -
         return
     if isinstance(value, int) and not isinstance(value, bool) and value > 0:
         return
-    raise _fail("val_check_interval", value,
-                "expected a float in (0.0, 1.0] (fraction of an epoch) or an int > 0 (every N training batches)")
+    raise _fail("val_check_interval", value, "passed invalid value; expected a float in (0.0, 1.0] (fraction of "
+                "an epoch) or an int > 0 (every N training batches)")
 
 
 def _precision(value: Any) -> Any:
@@ -132,7 +137,7 @@ def _check_implements_a_hook(argument: str, item: Any) -> None:
 def _fast_dev_run(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if isinstance(value, bool) or (isinstance(value, int) and value >= 0):
         return
-    raise _fail("fast_dev_run", value, "expected a bool or an int >= 0 (number of batches)")
+    raise _fail("fast_dev_run", value, "expected a bool or an int >= 0 (number of batches); it should be >= 0")
 
 
 def _clip_algorithm(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -195,7 +200,7 @@ def parse_duration(value: Any, name: str = "max_time") -> datetime.timedelta | N
     (``{"hours": 2}``) or a number of seconds; None stays None."""
     if value is None or isinstance(value, datetime.timedelta):
         return value
-    allowed = ("expected a timedelta, a 'DD:HH:MM:SS' string, a dict such as {'hours': 2} "
+    allowed = ("expected a timedelta, a string in the format DD:HH:MM:SS, a dict such as {'hours': 2} "
                "or a number of seconds")
     if isinstance(value, str):
         match = _DURATION.match(value.strip())
@@ -339,6 +344,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
                 f"Valid arguments: {', '.join(names)}."
             )
     kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off
+    passed = dict(kwargs)
     if kwargs.get("barebones"):
         _barebones(kwargs, declared)
     if kwargs.get("overfit_batches"):
@@ -354,7 +360,22 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     for name, option in declared.items():
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])
-    return TrainerConfig(**kwargs, plugin_options=plugin_values)
+    config = TrainerConfig(**kwargs, plugin_options=plugin_values)
+    _say_whole_limits(passed)
+    return config
+
+
+def _say_whole_limits(passed: dict[str, Any]) -> None:
+    """An info line for a limit given as exactly 1 or 1.0, which reads like either "one batch" or "all of them"
+    (Lightning's message, which code written for it looks for)."""
+    for name in ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
+                 "overfit_batches"):
+        value = passed.get(name)
+        if value is None or isinstance(value, bool) or value != 1:
+            continue
+        amount = "1 batch" if isinstance(value, int) else "100% of the batches"
+        per = "" if name == "overfit_batches" else " per epoch"
+        _log.info("`Trainer(%s=%r)` was configured so %s%s will be used.", name, value, amount, per)
 
 
 #: Lightning Trainer arguments ember does not take, each with the ember way to get what it does.
@@ -378,8 +399,8 @@ def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
     for name, value_off in off.items():
         value = kwargs.get(name, value_off)
         if value not in (value_off, None, False):
-            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}; remove {name}={value!r} or "
-                                     "barebones=True.")
+            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}, but `Trainer({name}={value!r})` "
+                                     "was passed; remove one of them.")
         kwargs[name] = value_off
 
 

@@ -47,6 +47,12 @@ __all__ = ["EVENT_HOOKS", "NOOP_MARK", "NOT_CALLED", "EmberWarning", "HookTable"
 _ABSENT = object()
 
 
+def _extends_a_plugin(cls: type) -> bool:
+    """Whether a base class of ``cls`` marks a method as a hook implementation (a plugin class, subclassed)."""
+    return any(isinstance(getattr(getattr(attr, "__func__", attr), f"{PROJECT}_impl", None), dict)
+               for base in cls.__mro__[1:] for attr in vars(base).values())
+
+
 class PluginManager(pluggy.PluginManager):
     """pluggy's manager with ember's rules.
 
@@ -137,11 +143,27 @@ class PluginManager(pluggy.PluginManager):
         """The options of a method named like an event hook that carries no marker."""
         opts = {"wrapper": False, "hookwrapper": False, "optionalhook": False,
                 "tryfirst": False, "trylast": False, "specname": None}
-        if self._style is not None and self._placed is not None:
-            opts = self._take_by_position(plugin, name, opts)
+        if self._placed is not None:
+            if self._style is not None:
+                opts = self._take_by_position(plugin, name, opts, self._style)
+            elif self._asks_for_more(plugin, name) and _extends_a_plugin(type(plugin)):
+                # A subclass of a plugin class (a built-in callback such as ModelCheckpoint) with a hook in
+                # Lightning's style, (trainer, pl_module): taken by position, as a Callback's method would be.
+                opts = self._take_by_position(plugin, name, opts, "callback")
         return self._datamodule_first(plugin, name, opts)
 
-    def _take_by_position(self, plugin: Any, name: str, opts: dict) -> dict:
+    def _asks_for_more(self, plugin: Any, name: str) -> bool:
+        spec = getattr(getattr(self.hook, name, None), "spec", None)
+        if spec is None:
+            return False
+        try:
+            params = inspect.signature(getattr(plugin, name)).parameters.values()
+        except (TypeError, ValueError):
+            return False
+        return any(p.name not in spec.argnames for p in params
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+
+    def _take_by_position(self, plugin: Any, name: str, opts: dict, style: str) -> dict:
         """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the
         plugin's ``__dict__``, where pluggy's register() reads it next (see ember.core.hooks.positional)."""
         caller = getattr(self.hook, name, None)
@@ -150,7 +172,7 @@ class PluginManager(pluggy.PluginManager):
             return opts
         function = getattr(plugin, name)
         try:
-            argnames = positional_argnames(function, spec.argnames, self._style or "", f"{type(plugin).__name__}.{name}")
+            argnames = positional_argnames(function, spec.argnames, style, f"{type(plugin).__name__}.{name}")
         except TypeError as exc:
             raise PluginError(f"{exc} Lightning-style hooks receive the hook's arguments by position; "
                               "`ember hooks` lists every hook and its arguments.") from None

@@ -93,8 +93,9 @@ def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
     if limit == 1.0:
         return n
     if n == math.inf:
-        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data "
-                                 "has no length; pass an int number of batches instead.")
+        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data (an "
+                                 f"`IterableDataset`, or a loader without a length) has no length: "
+                                 f"`Trainer({_LIMIT_ARG[stage]})` must be `1.0` or an int number of batches.")
     batches = int(n * limit)
     if batches == 0 and limit > 0:
         raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) gives 0 of the {int(n)} {stage} "

@@ -33,7 +33,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import FitProgress, LogContext, Progress
+from ember.core.loop.state import FitProgress, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ class Loops:
         t = self.t
         h, module = t.hook, t.module
         if h.setup is not None:
-            h.setup(trainer=t, module=module, stage=fn)
+            h.setup(trainer=t, module=module, stage=StateName(fn))
         t.state.setup_done = True
         if h.configure_model is not None:
             with h.model_sharded_context(trainer=t):
@@ -304,8 +304,8 @@ class Loops:
                 "Set `self.automatic_optimization = False` in __init__ and step them in training_step "
                 "(see the manual optimization guide).")
         if not optimizers:
-            warnings.warn("configure_optimizers() returned no optimizer: fit will run training_step without "
-                          "optimizer steps.", stacklevel=4)
+            warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
+                          "training_step without optimizer steps.", stacklevel=4)
         t.optimizers = optimizers
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
@@ -320,9 +320,9 @@ class Loops:
         if isinstance(vci, int) and self.t.config.check_val_every_n_epoch is not None \
                 and vci > self.t.num_training_batches:
             raise ConfigurationError(
-                f"Trainer(val_check_interval={vci}) is larger than the {self.t.num_training_batches} training "
-                "batches of an epoch; lower it, or pass check_val_every_n_epoch=None to count batches across "
-                "epochs.")
+                f"Trainer(val_check_interval={vci}) must be less than or equal to the number of the training batches "
+                f"of an epoch ({self.t.num_training_batches}); lower it, or pass check_val_every_n_epoch=None to "
+                "count batches across epochs.")
 
     # -- validate / test / predict -------------------------------------------------------------------------
     def _eval_data(self, stage: str, given: Any) -> tuple[list[Any], list[float]]:

@@ -18,7 +18,8 @@ _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple
 
 def _interval(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in ("epoch", "step"):
-        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step'.")
+        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step' (the "
+                                 "\"interval\" key in lr scheduler dict must be one of those).")
 
 
 def _frequency(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -62,7 +63,8 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
             raise ConfigurationError(f"{where}: unknown lr_scheduler key(s) {sorted(unknown)}; "
                                      f"allowed: {sorted(_SCHEDULER_KEYS)}.")
         if "scheduler" not in obj:
-            raise ConfigurationError(f"{where}: an lr_scheduler dict needs a 'scheduler' key.")
+            raise ConfigurationError(f'{where}: The lr scheduler dict must have the key "scheduler" (the scheduler '
+                                     "object).")
         config = SchedulerConfig(**obj)
     else:
         config = SchedulerConfig(obj)
@@ -73,7 +75,8 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
         raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()).")
     if config.reduce_on_plateau and config.monitor is None:
         raise ConfigurationError(f"{where}: ReduceLROnPlateau needs a 'monitor', e.g. "
-                                 "{'scheduler': s, 'monitor': 'val_loss'}.")
+                                 "{'scheduler': s, 'monitor': 'val_loss'}: `configure_optimizers` must include a "
+                                 "monitor when a `ReduceLROnPlateau` scheduler is used.")
     return config
 
 
@@ -90,7 +93,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
         if len(result) == 2 and isinstance(result[0], (list, tuple)) and isinstance(result[1], (list, tuple)):
             opts, scheds = list(result[0]), list(result[1])
             if not all(_is_optimizer(o) for o in opts):
-                raise ConfigurationError(f"{where} returned {_describe(result)}. {_USAGE}.")
+                raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(result)}. {_USAGE}.")
             return opts, [_scheduler_config(s, where) for s in scheds]
         if all(_is_optimizer(o) for o in result) and result:
             return list(result), []
@@ -101,7 +104,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                 unknown = sorted(set(map(str, d)) - set(allowed))
                 if "optimizer" not in d or unknown or not _is_optimizer(d["optimizer"]):
                     close = "".join(suggest(k, allowed) for k in unknown)
-                    raise ConfigurationError(f"{where} returned {_describe(d)}.{close} {_USAGE}.")
+                    raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(d)}.{close} {_USAGE}.")
                 opts.append(d["optimizer"])
                 if d.get("lr_scheduler") is not None:
                     sched = d["lr_scheduler"]
@@ -111,4 +114,4 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                         sched = dict(sched, monitor=d["monitor"])
                     configs.append(_scheduler_config(sched, where))
             return opts, configs
-    raise ConfigurationError(f"{where} returned {_describe(result)}. {_USAGE}.")
+    raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(result)}. {_USAGE}.")

@@ -145,7 +145,8 @@ def to_tensor(name: str, value: Any) -> torch.Tensor:
         return torch.tensor(float(value))  # type: ignore[arg-type]  # a real number
     if hasattr(value, "compute") and hasattr(value, "update"):  # a torchmetrics Metric
         return value
-    raise ValueError(f"self.log({name!r}, {value!r}): expected a number or a one-element tensor.")
+    raise ValueError(f"`self.log({name}, {value})` was called with a {type(value).__name__}: expected a number or a "
+                     "one-element tensor.")
 
 
 def _wide(value: torch.Tensor) -> torch.Tensor:

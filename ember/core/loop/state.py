@@ -14,6 +14,7 @@ The loop writes these records; plugins and the module read them through the Trai
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,6 +30,23 @@ _STATUSES = ("initializing", "running", "finished", "interrupted", "failed", "la
 _PHASES = ("epoch_start", "batch")
 
 
+class StateName(str):
+    """A state value (``"fit"``, ``"train"``): a string that also answers ``.value``, as Lightning's enums of
+    ``trainer.state`` do (``trainer.state.fn.value``)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+
+def _name(value: Any) -> Any:
+    if isinstance(value, Enum):  # Lightning's TrainerFn/RunningStage members, set by code written for Lightning
+        value = value.value
+    return StateName(value) if isinstance(value, str) and not isinstance(value, StateName) else value
+
+
 def _one_of(allowed: tuple) -> Any:
     def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value not in allowed:
@@ -41,9 +59,12 @@ def _one_of(allowed: tuple) -> Any:
 class TrainerState:
     """What the trainer is doing: ``fn`` (the entry point), ``stage`` (the loop running now) and ``status``."""
 
-    fn: str | None = attrs.field(default=None, validator=_one_of(_FNS))
-    stage: str | None = attrs.field(default=None, validator=_one_of(_STAGES))
-    status: str = attrs.field(default="initializing", validator=_one_of(_STATUSES))
+    fn: str | None = attrs.field(default=None, validator=_one_of(_FNS), converter=_name,
+                                 on_setattr=[attrs.setters.convert, attrs.setters.validate])
+    stage: str | None = attrs.field(default=None, validator=_one_of(_STAGES), converter=_name,
+                                    on_setattr=[attrs.setters.convert, attrs.setters.validate])
+    status: str = attrs.field(default="initializing", validator=_one_of(_STATUSES), converter=_name,
+                              on_setattr=[attrs.setters.convert, attrs.setters.validate])
     #: The ``setup`` hook ran in this run, so ``teardown`` runs at its end.
     setup_done: bool = False
     #: The validation running now is the sanity check before training.

@@ -326,9 +326,10 @@ class TrainingLoop:
         if value is None:
             if config.strict:
                 raise ConfigurationError(
-                    f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged. "
-                    f"Logged metrics: {sorted(metrics) or '(none)'}. Log it with self.log, or set "
-                    "'strict': False in the lr_scheduler dict to skip the step instead.")
+                    f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged "
+                    f"(ReduceLROnPlateau conditioned on metric {config.monitor!r} which is not available. Available "
+                    f"metrics are: {sorted(metrics) or '(none)'}). Log it with self.log, or set 'strict': False in the "
+                    "lr_scheduler dict to skip the step instead.")
             return
         if self.overrides.lr_scheduler_step is not None:
             self.overrides.lr_scheduler_step(config.scheduler, value)

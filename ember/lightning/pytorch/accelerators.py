@@ -14,11 +14,12 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.accelerators.cpu import CPUAccelerator as _EmberCPU
 from ember.plugins.accelerators.cuda import CUDAAccelerator as _EmberCUDA
 
-__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator"]
+__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator", "XLAAccelerator"]
 
 #: The ember hooks an Accelerator answers through Lightning's methods.
 THROUGH_METHODS = frozenset({"setup_device", "teardown", "configure"})
@@ -124,3 +125,10 @@ class CUDAAccelerator(Accelerator):
 
 for _cls in (CPUAccelerator, CUDAAccelerator):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)  # root_device
+
+
+#: A placeholder: ember has no XLA (TPU) support. It imports, is never available, and raises when constructed.
+XLAAccelerator = unsupported("XLAAccelerator", "ember has no XLAAccelerator: ember does not run on XLA/TPU devices; "
+                             "use accelerator='cpu' or 'cuda'.", __name__)
+XLAAccelerator.is_available = staticmethod(lambda: False)  # type: ignore[attr-defined]
+XLAAccelerator.auto_device_count = staticmethod(lambda: 0)  # type: ignore[attr-defined]

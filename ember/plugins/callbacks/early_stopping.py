@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from enum import Enum
 from typing import Any
 
 import torch
@@ -12,6 +13,16 @@ from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 
 log = logging.getLogger("ember")
+
+
+class EarlyStoppingReason(Enum):
+    """Why :class:`EarlyStopping` stopped a fit (``NOT_STOPPED`` while it has not)."""
+
+    NOT_STOPPED = "not_stopped"
+    STOPPING_THRESHOLD = "stopping_threshold"
+    DIVERGENCE_THRESHOLD = "divergence_threshold"
+    PATIENCE_EXHAUSTED = "patience_exhausted"
+    NON_FINITE_METRIC = "non_finite_metric"
 
 
 class EarlyStopping:
@@ -44,7 +55,7 @@ class EarlyStopping:
                  stopping_threshold: float | None = None, divergence_threshold: float | None = None,
                  check_on_train_epoch_end: bool | None = None) -> None:
         if mode not in self.mode_dict:
-            raise ConfigurationError(f"EarlyStopping(mode={mode!r}) is invalid: expected 'min' or 'max'.")
+            raise ConfigurationError(f"EarlyStopping(mode={mode!r}): `mode` can be 'min' or 'max', got {mode}.")
         if patience < 0:
             raise ConfigurationError(f"EarlyStopping(patience={patience}) is invalid: expected an integer >= 0.")
         self.monitor = monitor
@@ -59,9 +70,11 @@ class EarlyStopping:
         self.check_on_train_epoch_end = check_on_train_epoch_end
         self.wait_count = 0
         self.stopped_epoch = 0
-        self.stopping_reason: str | None = None
+        self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
+        self.stopping_reason_message: str | None = None
         self.best_score = torch.tensor(math.inf if mode == "min" else -math.inf)
         self._warned = False
+        self._reason = EarlyStoppingReason.NOT_STOPPED
 
     @property
     def monitor_op(self) -> Any:
@@ -75,13 +88,17 @@ class EarlyStopping:
 
     def state_dict(self) -> dict[str, Any]:
         return {"wait_count": self.wait_count, "stopped_epoch": self.stopped_epoch,
-                "best_score": float(self.best_score), "patience": self.patience}
+                "best_score": float(self.best_score), "patience": self.patience,
+                "stopping_reason": self.stopping_reason.value, "stopping_reason_message": self.stopping_reason_message}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.wait_count = state["wait_count"]
         self.stopped_epoch = state["stopped_epoch"]
         self.best_score = torch.tensor(state["best_score"])
         self.patience = state["patience"]
+        # states saved before the reason was kept have neither key
+        self.stopping_reason = EarlyStoppingReason(state.get("stopping_reason", "not_stopped"))
+        self.stopping_reason_message = state.get("stopping_reason_message")
 
     # -- when to check -----------------------------------------------------------------------------------
     @hookimpl
@@ -98,15 +115,15 @@ class EarlyStopping:
     @hookimpl(trylast=True)
     def on_train_epoch_end(self, trainer: Any) -> None:
         if self._on_epoch_end and not self._skip(trainer):
-            self._run_check(trainer)
+            self._run_early_stopping_check(trainer)
 
     @hookimpl(trylast=True)
     def on_validation_end(self, trainer: Any) -> None:
         if not self._on_epoch_end and not self._skip(trainer):
-            self._run_check(trainer)
+            self._run_early_stopping_check(trainer)
 
     # -- the check ---------------------------------------------------------------------------------------
-    def _run_check(self, trainer: Any) -> None:
+    def _run_early_stopping_check(self, trainer: Any) -> None:
         value = trainer.callback_metrics.get(self.monitor)
         if value is None:
             message = (f"EarlyStopping monitors {self.monitor!r}, which was not logged. Logged metrics: "
@@ -117,36 +134,50 @@ class EarlyStopping:
                 log.warning(message + " Skipping the check (strict=False).")
                 self._warned = True
             return
-        should_stop, reason = self._evaluate(torch.as_tensor(value).detach().float().cpu().reshape(()))
+        self._reason = EarlyStoppingReason.NOT_STOPPED
+        should_stop, reason_message = self._evaluate_stopping_criteria(
+            torch.as_tensor(value).detach().float().cpu().squeeze())
         should_stop = trainer.reduce_boolean_decision(should_stop, all=False)
         if should_stop:
             trainer.should_stop = True
             self.stopped_epoch = trainer.current_epoch
-            self.stopping_reason = reason
-        if reason and (self.verbose or should_stop) and trainer.is_global_zero:
-            log.info("EarlyStopping: %s", reason)
+            self.stopping_reason = self._reason
+            self.stopping_reason_message = reason_message
+        if reason_message and (self.verbose or should_stop) and trainer.is_global_zero:
+            log.info("EarlyStopping: %s", reason_message)
 
-    def _evaluate(self, current: torch.Tensor) -> tuple[bool, str | None]:
-        name = self.monitor
+    def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
+        """Whether to stop, and the message that says why (or that the metric improved); the reason is kept in
+        ``_reason``."""
+        verdict = self._verdict(current)
+        self._reason = verdict[1]
+        return verdict[0], verdict[2]
+
+    def _verdict(self, current: torch.Tensor) -> tuple[bool, EarlyStoppingReason, str | None]:
+        name, why = self.monitor, EarlyStoppingReason
         if self.check_finite and not torch.isfinite(current):
-            return True, (f"{name} = {float(current)} is not finite; the best score was "
-                          f"{float(self.best_score):.6g}. Stopping.")
+            return True, why.NON_FINITE_METRIC, (f"{name} = {float(current)} is not finite; the best score was "
+                                                 f"{float(self.best_score):.6g}. Stopping.")
         if self.stopping_threshold is not None and self.monitor_op(current, self.stopping_threshold):
-            return True, (f"{name} = {float(current):.6g} reached the stopping threshold "
-                          f"{'<' if self.mode == 'min' else '>'} {self.stopping_threshold}. Stopping.")
+            return True, why.STOPPING_THRESHOLD, (
+                f"Stopping threshold reached: {name} = {float(current):.6g} "
+                f"{'<' if self.mode == 'min' else '>'} {self.stopping_threshold}. Stopping.")
         if self.divergence_threshold is not None and \
                 self.monitor_op(-current, -self.divergence_threshold):
-            return True, (f"{name} = {float(current):.6g} is worse than the divergence threshold "
-                          f"{self.divergence_threshold}. Stopping.")
+            return True, why.DIVERGENCE_THRESHOLD, (
+                f"Divergence threshold reached: {name} = {float(current):.6g} is worse than "
+                f"{self.divergence_threshold}. Stopping.")
         if self.monitor_op(current - self.min_delta, self.best_score.to(current.device)):
             previous = self.best_score
             self.best_score = current
             self.wait_count = 0
             if math.isfinite(float(previous)):
-                return False, f"{name} improved by {abs(float(previous - current)):.6g} to {float(current):.6g}."
-            return False, f"{name} improved to {float(current):.6g}."
+                return False, why.NOT_STOPPED, (f"{name} improved by {abs(float(previous - current)):.6g} to "
+                                                f"{float(current):.6g}.")
+            return False, why.NOT_STOPPED, f"{name} improved to {float(current):.6g}."
         self.wait_count += 1
         if self.wait_count >= self.patience:
-            return True, (f"{name} did not improve in the last {self.wait_count} checks; the best score was "
-                          f"{float(self.best_score):.6g}. Stopping.")
-        return False, None
+            return True, why.PATIENCE_EXHAUSTED, (
+                f"{name} did not improve in the last {self.wait_count} checks; the best score was "
+                f"{float(self.best_score):.6g}. Stopping.")
+        return False, why.NOT_STOPPED, None

@@ -19,7 +19,9 @@ class LearningRateMonitor:
     :param log_momentum: also log ``momentum-<Optimizer>`` (``betas[0]`` for Adam-style optimizers).
     :param log_weight_decay: also log ``weight_decay-<Optimizer>``.
 
-    The values are Python floats read from the optimizers' parameter groups: no device synchronisation.
+    The values are Python floats read from the optimizers' parameter groups: no device synchronisation. After a
+    fit, ``lrs`` holds every learning rate logged, per name (Lightning's attribute), and ``last_momentum_values``
+    and ``last_weight_decay_values`` the last momentum and weight decay logged per name (None when not logged).
     """
 
     identity = "callback.lr-monitor"
@@ -34,6 +36,9 @@ class LearningRateMonitor:
         self.log_weight_decay = log_weight_decay
         self._names: list[tuple[Any, list[str]]] = []
         self._interval = "epoch"
+        self.lrs: dict[str, list[float]] = {}
+        self.last_momentum_values: dict[str, float | None] = {}
+        self.last_weight_decay_values: dict[str, float | None] = {}
 
     @hookimpl
     def on_train_start(self, trainer: Any) -> None:
@@ -54,6 +59,10 @@ class LearningRateMonitor:
             groups = opt.param_groups
             names = [base if len(groups) == 1 else f"{base}/pg{i + 1}" for i in range(len(groups))]
             self._names.append((opt, names))
+        every = [name for _, names in self._names for name in names]
+        self.lrs = {f"lr-{name}": [] for name in every}
+        self.last_momentum_values = {f"lr-{name}-momentum": None for name in every}
+        self.last_weight_decay_values = {f"lr-{name}-weight_decay": None for name in every}
 
     @hookimpl
     def on_train_batch_start(self, trainer: Any) -> None:
@@ -69,10 +78,12 @@ class LearningRateMonitor:
         for opt, names in self._names:
             for group, name in zip(opt.param_groups, names, strict=True):
                 stats = {f"lr-{name}": group["lr"]}
+                self.lrs.setdefault(f"lr-{name}", []).append(float(group["lr"]))
                 if self.log_momentum:
                     momentum = group.get("betas", (group.get("momentum", 0.0),))[0]
-                    stats[f"lr-{name}-momentum"] = momentum
+                    stats[f"lr-{name}-momentum"] = self.last_momentum_values[f"lr-{name}-momentum"] = float(momentum)
                 if self.log_weight_decay:
-                    stats[f"lr-{name}-weight_decay"] = group.get("weight_decay", 0.0)
+                    decay = float(group.get("weight_decay", 0.0))
+                    stats[f"lr-{name}-weight_decay"] = self.last_weight_decay_values[f"lr-{name}-weight_decay"] = decay
                 for key, value in stats.items():
                     trainer.log(key, float(value), on_step=on_step, on_epoch=not on_step)

@@ -40,7 +40,8 @@ class Timer:
 
     def __init__(self, duration: Any = None, interval: str = "step", verbose: bool = True) -> None:
         if interval not in ("step", "epoch"):
-            raise ConfigurationError(f"Timer(interval={interval!r}) is invalid: expected 'step' or 'epoch'.")
+            raise ConfigurationError(f"Timer(interval={interval!r}): Unsupported parameter value; expected 'step' or "
+                                     "'epoch'.")
         self._duration = parse_duration(duration, "Timer(duration)")
         self.interval = interval
         self.verbose = verbose
@@ -145,5 +146,5 @@ class Timer:
         if out:
             trainer.should_stop = True
             if self.verbose and trainer.is_global_zero:
-                log.warning("Time limit of %s reached at epoch %d, step %d: stopping.", self._duration,
+                log.warning("Time limit reached. %s of training at epoch %d, step %d: stopping.", self._duration,
                             trainer.current_epoch, trainer.global_step)

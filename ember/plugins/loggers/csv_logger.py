@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import csv
 import os
+from argparse import Namespace
+from collections.abc import Mapping
 from typing import Any
 
 from ember.hookspecs import hookimpl
@@ -38,6 +40,7 @@ class CSVLogger(VersionedLogger):
             raise ValueError(f"CSVLogger(flush_logs_every_n_steps={flush_logs_every_n_steps}): expected >= 1.")
         self.flush_logs_every_n_steps = flush_logs_every_n_steps
         self._rows: list[dict[str, Any]] = []
+        self._count = 0  # rows logged, for log_metrics without a step
         self._columns: list[str] = []  # the header of the file on disk
         self.hparams: dict[str, Any] = {}
 
@@ -56,13 +59,25 @@ class CSVLogger(VersionedLogger):
     def setup(self, trainer: Any) -> None:
         self._attach(trainer)
 
-    @hookimpl
-    def log_hyperparams(self, params: dict) -> None:
-        self.hparams.update(params)
-        save_hparams(os.path.join(self.log_dir, "hparams.yaml"), self.hparams)
+    @hookimpl(specname="log_hyperparams")
+    def _log_hyperparams_hook(self, params: dict) -> None:
+        self.log_hyperparams(params)
 
-    @hookimpl
-    def log_metrics(self, metrics: dict, step: int) -> None:
+    @hookimpl(specname="log_metrics")
+    def _log_metrics_hook(self, metrics: dict, step: int) -> None:
+        self.log_metrics(metrics, step)
+
+    def log_hyperparams(self, params: Mapping[str, Any] | Namespace | None = None) -> None:
+        """Add ``params`` to the run's ``hparams.yaml`` (written even when there are none, so that the run folder
+        exists)."""
+        self.hparams.update(vars(params) if isinstance(params, Namespace) else (params or {}))
+        save_hparams(os.path.join(self.log_dir, ExperimentWriter.NAME_HPARAMS_FILE), self.hparams)
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int | None = None) -> None:
+        """Buffer one row; without ``step``, the row's index among those this logger has written."""
+        if step is None:
+            step = self._count
+        self._count += 1
         row: dict[str, Any] = {"step": int(step)}
         for name, value in metrics.items():
             if name == "epoch":
@@ -123,6 +138,9 @@ class CSVLogger(VersionedLogger):
 class ExperimentWriter:
     """``CSVLogger.experiment``: the writer of one run folder, as Lightning's experiment writer."""
 
+    NAME_HPARAMS_FILE = "hparams.yaml"
+    NAME_METRICS_FILE = "metrics.csv"
+
     def __init__(self, logger: CSVLogger) -> None:
         self._logger = logger
 
@@ -134,7 +152,7 @@ class ExperimentWriter:
     def metrics_file_path(self) -> str:
         return self._logger.metrics_path
 
-    def log_metrics(self, metrics_dict: dict[str, Any], step: int) -> None:
+    def log_metrics(self, metrics_dict: dict[str, Any], step: int | None = None) -> None:
         self._logger.log_metrics(metrics_dict, step)
 
     def log_hparams(self, params: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ class TensorBoardLogger(VersionedLogger):
     hyperparameters (Lightning's ``hp_metric``); None writes the hyperparameters without one."""
 
     identity = "logger.tensorboard"
+    #: The hyperparameter file beside the event files.
+    NAME_HPARAMS_FILE = "hparams.yaml"
 
     @staticmethod
     @hookimpl
@@ -62,7 +64,7 @@ class TensorBoardLogger(VersionedLogger):
     def log_hyperparams(self, params: dict) -> None:
         from torch.utils.tensorboard.summary import hparams
 
-        save_hparams(os.path.join(self.log_dir, "hparams.yaml"), params)
+        save_hparams(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), params)
         flat = _flatten(plain(dict(params)))
         if not flat:
             return

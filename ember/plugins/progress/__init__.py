@@ -50,9 +50,9 @@ class ProgressBar:
 
     def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
                  file: TextIO | None = None) -> None:
-        if refresh_rate < 1:
-            raise ValueError(f"refresh_rate={refresh_rate}: expected >= 1 (use enable_progress_bar=False to hide "
-                             "the bar).")
+        if refresh_rate < 0:
+            raise ValueError(f"refresh_rate={refresh_rate}: expected >= 1, or 0 to draw nothing (as "
+                             "enable_progress_bar=False).")
         self.refresh_rate = refresh_rate
         self.min_interval = min_interval
         self.force_terminal = force_terminal
@@ -135,8 +135,8 @@ class ProgressBar:
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl
     def setup(self, trainer: Any) -> None:
-        self._tty = trainer.is_global_zero and self.is_terminal()
-        self._active = trainer.is_global_zero
+        self._tty = trainer.is_global_zero and self.is_terminal() and self.refresh_rate > 0
+        self._active = trainer.is_global_zero and self.refresh_rate > 0
 
     @hookimpl
     def on_train_epoch_start(self, trainer: Any) -> None:

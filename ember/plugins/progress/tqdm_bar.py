@@ -16,7 +16,7 @@ class TQDMProgressBar(ProgressBar):
     """Bars for training epochs, validation, testing and prediction: the description (``Epoch 3/10``),
     the count, elapsed and remaining time, the rate (it/s), the step and the ``prog_bar`` metrics.
 
-    :param refresh_rate: render at most every this many batches.
+    :param refresh_rate: render at most every this many batches (0: draw nothing).
     :param min_interval: and at most every this many seconds.
     :param force_terminal: draw bars even when the output is not a terminal (True), or never (False).
     :param file: where to write (``sys.stdout`` at the time of the run by default).

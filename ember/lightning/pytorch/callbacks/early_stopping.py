@@ -1,8 +1,7 @@
-"""``lightning.pytorch.callbacks.early_stopping``: ember's ``EarlyStopping`` (its ``stopping_reason`` is a
-string rather than Lightning's ``EarlyStoppingReason`` enum)."""
+"""``lightning.pytorch.callbacks.early_stopping``: ember's ``EarlyStopping`` and ``EarlyStoppingReason``."""
 
 from __future__ import annotations
 
-from ember.plugins.callbacks.early_stopping import EarlyStopping
+from ember.plugins.callbacks.early_stopping import EarlyStopping, EarlyStoppingReason
 
-__all__ = ["EarlyStopping"]
+__all__ = ["EarlyStopping", "EarlyStoppingReason"]
