@@ -1,0 +1,127 @@
+"""``torch.save``'s file, written with less Python per object.
+
+``torch.save`` pickles with a ``persistent_id`` that checks every object of a checkpoint for a storage (several
+``isinstance`` calls each), and each tensor reduces itself through ``Tensor.__reduce_ex__`` (about 25 us of Python
+per tensor: hooks, fake-tensor and backend checks, a ``TypedStorage`` wrapper). For a checkpoint of a small model
+that Python is most of a save, and it runs under the training process's interpreter lock.
+
+:func:`save` writes the same bytes (a test compares them with ``torch.save``'s) with a pickler whose
+``persistent_id`` is one type test, whose plain CPU tensors are reduced by a short function found through the
+pickler's ``dispatch_table`` (by exact type, so subclasses and every other object reduce as they always do), and
+whose records are written by torch's own zip writer, in ``torch.save``'s order. Anything else (a tensor on another
+device, sparse, quantized, nested, with a conjugate or negative bit or Python attributes, of a dtype torch saves as
+an untyped storage, a storage saved on its own, torch's ``skip_data`` mode) goes to ``torch.save`` itself.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+import sys
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+try:  # torch's own pieces of torch.save; without them, torch.save does the work
+    from torch.serialization import _get_storage_alignment, _open_zipfile_writer, _serialization_tls
+
+    _STORAGE_CLASSES = {dtype: getattr(torch, name) for dtype, name in
+                        torch.storage._dtype_to_storage_type_map().items()}
+    _rebuild_tensor = torch._utils._rebuild_tensor_v2
+    _tensor_metadata = torch._C._get_tensor_metadata
+    AVAILABLE = True
+except (ImportError, AttributeError):  # pragma: no cover - an older or newer torch
+    AVAILABLE = False
+
+#: Objects torch pickles as storages when met on their own (not through a tensor): left to torch.save.
+_STORAGE_TYPES = frozenset([torch.UntypedStorage, torch.storage.TypedStorage,
+                            *(getattr(torch, "_storage_classes", ()))])
+
+
+class _Unsupported(Exception):
+    """Something this writer leaves to ``torch.save``."""
+
+
+class _StorageRef:
+    """A storage in the pickle stream: pickled as its persistent id, as ``torch.save`` does."""
+
+    __slots__ = ("pid",)
+
+    def __init__(self, pid: tuple[Any, ...]) -> None:
+        self.pid = pid
+
+
+def _reduce_ordered_dict(od: OrderedDict) -> tuple[Any, ...]:
+    # What OrderedDict.__reduce__ returns, without its call to copyreg._slotnames for every dict
+    return OrderedDict, (), (vars(od) or None), None, iter(od.items())
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file: Any) -> None:
+        super().__init__(file, protocol=2)  # torch.save's default protocol
+        #: key -> storage, in the order torch.save writes them
+        self.storages: dict[str, torch.UntypedStorage] = {}
+        self._keys: dict[int, str] = {}
+        self._dtypes: dict[int, torch.dtype] = {}
+        table = copyreg.dispatch_table.copy()
+        table[torch.Tensor] = self._reduce_tensor
+        table[OrderedDict] = _reduce_ordered_dict
+        self.dispatch_table = table
+
+    def persistent_id(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is _StorageRef:
+            return obj.pid
+        if kind in _STORAGE_TYPES:
+            raise _Unsupported("a storage on its own")
+        return None
+
+    def _reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
+        storage_class = _STORAGE_CLASSES.get(t.dtype)
+        if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
+                t.is_nested or _tensor_metadata(t) or t.__dict__:
+            raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
+        storage = t.untyped_storage()
+        key = self._keys.get(storage._cdata)
+        if key is None:
+            key = self._keys[storage._cdata] = str(len(self._keys))
+            self.storages[key] = storage
+        ptr = storage.data_ptr()
+        if ptr:  # torch.save refuses two dtypes over the same bytes; so does it, for this tensor
+            if self._dtypes.setdefault(ptr, t.dtype) != t.dtype:
+                raise _Unsupported("two dtypes over one storage")
+        pid = ("storage", storage_class, key, "cpu", storage.nbytes() // t.element_size())
+        return _rebuild_tensor, (_StorageRef(pid), t.storage_offset(), tuple(t.size()), t.stride(), t.requires_grad,
+                                 OrderedDict())
+
+
+def save(obj: Any, f: Any) -> None:
+    """``torch.save(obj, f)`` for a writable binary file object ``f``: the same bytes."""
+    if not AVAILABLE or _serialization_tls.skip_data:
+        torch.save(obj, f)
+        return
+    data = io.BytesIO()
+    pickler = _Pickler(data)
+    try:
+        pickler.dump(obj)
+    except _Unsupported:
+        torch.save(obj, f)  # nothing was written to f yet
+        return
+    pickled = data.getvalue()
+    with _open_zipfile_writer(f) as zip_file:
+        zip_file.write_record("data.pkl", pickled, len(pickled))
+        zip_file.write_record(".format_version", "1", 1)
+        alignment = str(_get_storage_alignment())
+        zip_file.write_record(".storage_alignment", alignment, len(alignment))
+        zip_file.write_record("byteorder", sys.byteorder, len(sys.byteorder))
+        for key, storage in pickler.storages.items():
+            zip_file.write_record(f"data/{key}", storage, storage.nbytes())
+
+
+def to_bytes(obj: Any) -> memoryview:
+    """The bytes :func:`save` writes for ``obj``."""
+    buffer = io.BytesIO()
+    save(obj, buffer)
+    return buffer.getbuffer()
