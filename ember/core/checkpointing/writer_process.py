@@ -10,7 +10,7 @@ Python for every object of a checkpoint, and the training thread waits meanwhile
    are, each tensor replaced by its index in the buffer (:class:`SharedTensor`), the buffer's name and layout
    (offset, dtype and shape per tensor), and the operations to carry out (save, link, remove, in order).
 
-The writer process rebuilds each tensor from the buffer, and calls the storage's own ``save_checkpoint``,
+The writer process views each tensor's bytes in the buffer (no copy), and calls the storage's own ``save_checkpoint``,
 ``link_checkpoint`` and ``remove_checkpoint`` (with ``trainer=None``): serialise, write, fsync, rename. It
 answers each job with nothing or with its error, which the training process raises at the next save or flush
 as it does for the thread. Only data crosses the process boundary; the storage object is sent once, when the
@@ -158,10 +158,21 @@ class Arena:
         self._retire()
 
 
-def rebuild(descriptions: list[Any], layout: Layout, buffer: torch.Tensor) -> list[Any]:
-    """The checkpoints the descriptions stand for, each tensor a copy of its bytes in ``buffer`` (with a storage
-    of its own, so that ``torch.save`` writes it alone)."""
-    tensors = [view.clone() for view in _views(buffer, layout)]
+def _own_views(memory: memoryview, layout: Layout) -> list[torch.Tensor]:
+    """A tensor over each region of the buffer, each with a storage of its own (its bytes only, so that the file
+    gets them alone, as from a copy), none copied."""
+    out = []
+    for offset, dtype, shape in layout:
+        numel = _nbytes(dtype, shape) // dtype.itemsize
+        out.append(torch.frombuffer(memory, dtype=dtype, count=numel, offset=offset).view(shape) if numel
+                   else torch.empty(shape, dtype=dtype))
+    return out
+
+
+def rebuild(descriptions: list[Any], layout: Layout, memory: memoryview) -> list[Any]:
+    """The checkpoints the descriptions stand for, each tensor viewing its bytes in the shared buffer ``memory``
+    (not copied: the buffer is not written again until the job is answered)."""
+    tensors = _own_views(memory, layout)
 
     def walk(obj: Any) -> Any:
         kind = type(obj)
@@ -218,7 +229,7 @@ def _serve(conn: multiprocessing.connection.Connection, storage: Any, setup: Cal
                     with contextlib.suppress(BufferError):
                         memory.close()
                 memory = shared_memory.SharedMemory(name=name)
-            checkpoints = rebuild(descriptions, layout, torch.frombuffer(memory.buf, dtype=torch.uint8))
+            checkpoints = rebuild(descriptions, layout, memory.buf)
             carry_out(storage, ops, checkpoints, path.append)
             del checkpoints
             conn.send(None)
@@ -226,12 +237,12 @@ def _serve(conn: multiprocessing.connection.Connection, storage: Any, setup: Cal
             conn.send((path[-1] if path else "", type(exc).__name__, str(exc), isinstance(exc, CheckpointError)))
 
 
-def _context() -> Any:
-    """A forkserver (a fork per start, torch imported once) where there is one; else spawn."""
+def _context(preload: list[str]) -> Any:
+    """A forkserver (a fork per start, torch and ``preload`` imported once) where there is one; else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", __name__])  # no effect once the forkserver runs
+    ctx.set_forkserver_preload(["__main__", __name__, *preload])  # no effect once the forkserver runs
     return ctx
 
 
@@ -268,6 +279,14 @@ class WriterProcess:
         self.wait()
         if self.failed:
             return False
+        if self._process is None:
+            try:
+                self._start()
+            except Exception as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn
+                self.failed = True
+                log.warning("the checkpoint writer process could not start (%s: %s); this fit's checkpoints are "
+                            "written on a writer thread", type(exc).__name__, exc)
+                return False
         index: dict[int, int] = {}
         checkpoints: list[Any] = []
         for _, _, checkpoint in ops:
@@ -280,8 +299,6 @@ class WriterProcess:
         except _Unsuitable:
             return False
         jobs = [(op, path, None if c is None else index[id(c)]) for op, path, c in ops]
-        if self._process is None:
-            self._start()
         self._pending = (descriptions, jobs)
         try:
             assert self._conn is not None
@@ -291,13 +308,18 @@ class WriterProcess:
         return True
 
     def _start(self) -> None:
-        ctx = _context()
+        ctx = _context([type(self.storage).__module__])  # the storage's module: imported once, not per fit
         parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, self.storage, child_setup),
-                                    name="ember-checkpoint-writer", daemon=True)
-        self._process.start()
-        child.close()  # so that the process's death reads as the end of the pipe
-        self._conn = parent
+        process = ctx.Process(target=_serve, args=(child, self.storage, child_setup), name="ember-checkpoint-writer",
+                              daemon=True)
+        try:
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()  # so that the process's death reads as the end of the pipe
+        self._process, self._conn = process, parent
 
     def wait(self) -> None:
         """Block until the job in flight is done; raise a CheckpointError naming the file if it failed."""
@@ -332,8 +354,8 @@ class WriterProcess:
                     "process, and the rest of this fit's checkpoints on a writer thread", code)
         descriptions, jobs = pending
         assert self.arena.memory is not None
-        buffer = torch.frombuffer(self.arena.memory.buf, dtype=torch.uint8)
-        carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, buffer), lambda path: None)
+        carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, self.arena.memory.buf),
+                  lambda path: None)
 
     def close(self) -> None:
         """Finish the job in flight (logging a failure), stop the process and join it, free the buffer."""
