@@ -9,11 +9,13 @@ Rows: the writer thread (``TorchCheckpointIO()``, the default), the writer proce
 (``TorchCheckpointIO(writer="process")``) and a synchronous save (``async_save=False``), against the same fit
 with checkpointing off, one fit of each in turn, ``--repeats`` rounds. Per save, wall clock:
 
-* ``in save``: time the training thread spends in the save (the copy to host or shared memory, handing it
+* ``first save``: the same for a fit's first save, which also allocates the buffers later saves reuse;
+* ``in save``: time the training thread spends in a later save (the copy to host or shared memory, handing it
   over), without waiting for the previous write;
 * ``waited``: time it waited for the previous write to finish (non-zero when a write outlasts an epoch);
 * ``slowed``: how much longer the fit's training steps took than with checkpointing off, per save: what the
-  background write took from the training thread (the interpreter lock, the cores) while it ran.
+  background write took from the training thread (the interpreter lock, the cores) while it ran;
+* ``stall``: in save + waited + slowed.
 
 The last save of a fit is left out (the end of a fit waits for it by design).
 """
@@ -139,16 +141,18 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.repeats} rounds; per save (median; the fit's last save left out), ms:")
     print(f"  (a warm-up fit with the writer process first, not counted: {first:.1f} s, the interpreter's first "
           "writer process starting its forkserver)")
-    print(f"  {'':16} {'in save':>10} {'waited':>10} {'slowed':>10} {'stall':>10}")
+    print(f"  {'':16} {'first save':>10} {'in save':>10} {'waited':>10} {'slowed':>10} {'stall':>10}")
     for name in rows:
-        saves = [s for r in results[name] for s in r[1]]
-        waits = [w for r in results[name] for w in r[2]]
+        # the first save of a fit also allocates the host (or shared) buffers that later saves reuse
+        first_saves = [r[1][0] - r[2][0] for r in results[name] if r[1]]
+        saves = [s for r in results[name] for s in r[1][1:]] or [float("nan")]
+        waits = [w for r in results[name] for w in r[2][1:]] or [float("nan")]
         n = max(1, args.epochs - 1)
         slowed = statistics.median((r[0] - base) / n for r in results[name])
         in_save = statistics.median(s - w for s, w in zip(saves, waits, strict=True))
         waited = statistics.median(waits)
-        print(f"  {name:16} {in_save * 1e3:10.1f} {waited * 1e3:10.1f} {slowed * 1e3:10.1f} "
-              f"{(in_save + waited + slowed) * 1e3:10.1f}")
+        print(f"  {name:16} {statistics.median(first_saves) * 1e3:10.1f} {in_save * 1e3:10.1f} "
+              f"{waited * 1e3:10.1f} {slowed * 1e3:10.1f} {(in_save + waited + slowed) * 1e3:10.1f}")
 
 
 if __name__ == "__main__":

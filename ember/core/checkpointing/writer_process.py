@@ -169,9 +169,10 @@ def _own_views(memory: memoryview, layout: Layout) -> list[torch.Tensor]:
     return out
 
 
-def rebuild(descriptions: list[Any], layout: Layout, memory: memoryview) -> list[Any]:
+def rebuild(descriptions: list[Any], layout: Layout, memory: memoryview | None) -> list[Any]:
     """The checkpoints the descriptions stand for, each tensor viewing its bytes in the shared buffer ``memory``
     (not copied: the buffer is not written again until the job is answered)."""
+    assert memory is not None  # SharedMemory.buf, None only once closed
     tensors = _own_views(memory, layout)
 
     def walk(obj: Any) -> Any:

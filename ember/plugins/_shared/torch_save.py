@@ -30,7 +30,7 @@ try:  # torch's own pieces of torch.save; without them, torch.save does the work
     _STORAGE_CLASSES = {dtype: getattr(torch, name) for dtype, name in
                         torch.storage._dtype_to_storage_type_map().items()}
     _rebuild_tensor = torch._utils._rebuild_tensor_v2
-    _tensor_metadata = torch._C._get_tensor_metadata
+    _tensor_metadata = torch._C._get_tensor_metadata  # type: ignore[attr-defined]
     AVAILABLE = True
 except (ImportError, AttributeError):  # pragma: no cover - an older or newer torch
     AVAILABLE = False
