@@ -478,7 +478,8 @@ def test_a_writer_process_that_cannot_start_leaves_the_writes_to_the_thread(
         trainer = process_fit(tmp_path)
     assert [r.getMessage() for r in caplog.records if "could not start" in r.getMessage()] == [
         "the checkpoint writer process could not start (RuntimeError: An attempt has been made to start a new process "
-        "before ...); this fit's checkpoints are written on a writer thread"]
+        "before ...); writing its checkpoint in the training process, and the rest of this fit's checkpoints on a "
+        "writer thread"]
     assert not trainer.checkpointing.writer.running
     assert sorted(os.listdir(tmp_path / "ck")) == ["epoch=1-step=8.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"]
     assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 12

@@ -17,9 +17,10 @@ as it does for the thread. Only data crosses the process boundary; the storage o
 process starts, by reference to its class.
 
 The process is started (from a ``forkserver`` where the platform has one, so that starting it per fit costs a
-fork, not an import of torch) by the fit's first save and stopped and joined when the fit ends. If it dies
-(killed, out of memory), the job it held is written in this process from the shared buffer, the fit goes on
-with the writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
+fork, not an import of torch) by the fit's first save, on a helper thread that then sends it that save's job (the
+training thread goes on meanwhile), and stopped and joined when the fit ends. If it cannot start, or dies (killed,
+out of memory), the job it held is written in this process from the shared buffer, the fit goes on with the
+writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
 a sparse or quantized tensor) is written by the thread, from a snapshot, as before.
 """
 
@@ -30,6 +31,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from multiprocessing import shared_memory
@@ -261,6 +263,8 @@ class WriterProcess:
         self._process: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
         self._pending: tuple[list[Any], list[Op]] | None = None
+        self._starter: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     @property
     def busy(self) -> bool:
@@ -268,7 +272,7 @@ class WriterProcess:
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._starter is not None or (self._process is not None and self._process.is_alive())
 
     @property
     def pid(self) -> int | None:
@@ -276,18 +280,12 @@ class WriterProcess:
 
     def submit(self, ops: list[Op]) -> bool:
         """Wait for the job in flight, then hand the writer process ``ops`` (checkpoints as plain dicts); False
-        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed."""
+        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed. The fit's
+        first job starts the process on a helper thread, which sends the job once it runs: the training thread
+        does not wait for the start (a fork, or in a fresh interpreter the forkserver's import of torch)."""
         self.wait()
         if self.failed:
             return False
-        if self._process is None:
-            try:
-                self._start()
-            except Exception as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn
-                self.failed = True
-                log.warning("the checkpoint writer process could not start (%s: %s); this fit's checkpoints are "
-                            "written on a writer thread", type(exc).__name__, exc)
-                return False
         index: dict[int, int] = {}
         checkpoints: list[Any] = []
         for _, _, checkpoint in ops:
@@ -301,12 +299,30 @@ class WriterProcess:
             return False
         jobs = [(op, path, None if c is None else index[id(c)]) for op, path, c in ops]
         self._pending = (descriptions, jobs)
+        message = (self.arena.name, self.arena.layout, descriptions, jobs)
+        if self._process is None:
+            self._starter = threading.Thread(target=self._start_and_send, args=(message,),
+                                             name="ember-checkpoint-writer-start", daemon=True)
+            self._starter.start()
+            return True
         try:
             assert self._conn is not None
-            self._conn.send((self.arena.name, self.arena.layout, descriptions, jobs))
+            self._conn.send(message)
         except OSError:  # already dead: written by wait()
             pass
         return True
+
+    def _start_and_send(self, message: Any) -> None:
+        """On the helper thread: start the process, then send it its first job (the training thread joins this
+        thread before it reads the answer or sends anything else)."""
+        try:
+            self._start()
+            assert self._conn is not None
+            self._conn.send(message)
+        except OSError:  # started, then already dead: written by wait()
+            pass
+        except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn
+            self._start_error = exc
 
     def _start(self) -> None:
         ctx = _context([type(self.storage).__module__])  # the storage's module: imported once, not per fit
@@ -327,6 +343,18 @@ class WriterProcess:
         if self._pending is None:
             return
         pending = self._pending
+        starter, self._starter = self._starter, None
+        if starter is not None:
+            starter.join()
+            error, self._start_error = self._start_error, None
+            if error is not None:
+                self._pending = None
+                self.failed = True
+                log.warning("the checkpoint writer process could not start (%s: %s); writing its checkpoint in the "
+                            "training process, and the rest of this fit's checkpoints on a writer thread",
+                            type(error).__name__, error)
+                self._write_here(pending)
+                return
         try:
             assert self._conn is not None
             answer = self._conn.recv()
@@ -353,6 +381,10 @@ class WriterProcess:
             code = self._process.exitcode
         log.warning("the checkpoint writer process ended (exit code %s); writing its checkpoint in the training "
                     "process, and the rest of this fit's checkpoints on a writer thread", code)
+        self._write_here(pending)
+
+    def _write_here(self, pending: tuple[list[Any], list[Op]]) -> None:
+        """Write a job the process did not answer, in this process, from the shared buffer (untouched since)."""
         descriptions, jobs = pending
         assert self.arena.memory is not None
         carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, self.arena.memory.buf),
