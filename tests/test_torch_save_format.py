@@ -94,6 +94,17 @@ def test_tensor_with_python_attributes_goes_to_torch_save(monkeypatch: pytest.Mo
     assert len(calls) == 1
 
 
+def test_tensor_with_a_backward_hook_goes_to_torch_save(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = torch.ones(2, requires_grad=True)
+    t.register_hook(lambda grad: grad)
+    calls = []
+    real = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, f: (calls.append(obj), real(obj, f)))
+    with pytest.warns(UserWarning, match="will not be serialized"):
+        torch_save.to_bytes([t])
+    assert len(calls) == 1
+
+
 def test_two_dtypes_over_one_storage_fail_as_in_torch_save() -> None:
     base = torch.zeros(4)
     with pytest.raises(RuntimeError, match="different types"):

@@ -9,8 +9,8 @@ that Python is most of a save, and it runs under the training process's interpre
 ``persistent_id`` is one type test, whose plain CPU tensors are reduced by a short function found through the
 pickler's ``dispatch_table`` (by exact type, so subclasses and every other object reduce as they always do), and
 whose records are written by torch's own zip writer, in ``torch.save``'s order. Anything else (a tensor on another
-device, sparse, quantized, nested, with a conjugate or negative bit or Python attributes, of a dtype torch saves as
-an untyped storage, a storage saved on its own, torch's ``skip_data`` mode) goes to ``torch.save`` itself.
+device, sparse, quantized, nested, with a conjugate or negative bit, Python attributes or backward hooks, of a dtype
+torch saves as an untyped storage, a storage saved on its own, torch's ``skip_data`` mode) goes to ``torch.save``.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class _Pickler(pickle.Pickler):
     def _reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
         storage_class = _STORAGE_CLASSES.get(t.dtype)
         if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
-                t.is_nested or _tensor_metadata(t) or t.__dict__:
+                t.is_nested or _tensor_metadata(t) or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
             raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
         storage = t.untyped_storage()
         key = self._keys.get(storage._cdata)
