@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--epoch-seconds", type=float, default=6.0, help="length of an epoch (default 6 s)")
+    p.add_argument("--steps", type=int, default=0, help="steps per epoch (default: as many as --epoch-seconds takes)")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     params = int(args.params)
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
             "synchronous": lambda: TorchCheckpointIO(async_save=False)}
     results: dict[str, list[tuple[float, list[float], list[float]]]] = {name: [] for name in ["off", *rows]}
     with tempfile.TemporaryDirectory() as root:
-        steps = steps_per_epoch(params, args.epoch_seconds, root)
+        steps = args.steps or steps_per_epoch(params, args.epoch_seconds, root)
         with tempfile.TemporaryDirectory(dir=root) as run:  # warm-up, not counted: starts the forkserver
             started = time.perf_counter()
             one_fit(params, 8, 2, run, TorchCheckpointIO(writer="process"))
