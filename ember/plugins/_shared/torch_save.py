@@ -27,17 +27,23 @@ import torch
 try:  # torch's own pieces of torch.save; without them, torch.save does the work
     from torch.serialization import _get_storage_alignment, _open_zipfile_writer, _serialization_tls
 
-    _STORAGE_CLASSES = {dtype: getattr(torch, name) for dtype, name in
-                        torch.storage._dtype_to_storage_type_map().items()}
+    #: The legacy storage class torch.save names for a tensor of each dtype (torch.storage's map, spelled out: the
+    #: classes' own ``dtype`` warns that typed storages are deprecated).
+    _STORAGE_CLASSES = {
+        torch.float32: torch.FloatStorage, torch.float64: torch.DoubleStorage, torch.float16: torch.HalfStorage,
+        torch.bfloat16: torch.BFloat16Storage, torch.int64: torch.LongStorage, torch.int32: torch.IntStorage,
+        torch.int16: torch.ShortStorage, torch.int8: torch.CharStorage, torch.uint8: torch.ByteStorage,
+        torch.bool: torch.BoolStorage, torch.complex64: torch.ComplexFloatStorage,
+        torch.complex128: torch.ComplexDoubleStorage}
     _rebuild_tensor = torch._utils._rebuild_tensor_v2
-    _tensor_metadata = torch._C._get_tensor_metadata  # type: ignore[attr-defined]
     AVAILABLE = True
 except (ImportError, AttributeError):  # pragma: no cover - an older or newer torch
     AVAILABLE = False
 
 #: Objects torch pickles as storages when met on their own (not through a tensor): left to torch.save.
-_STORAGE_TYPES = frozenset([torch.UntypedStorage, torch.storage.TypedStorage,
-                            *(getattr(torch, "_storage_classes", ()))])
+_STORAGE_TYPES = frozenset([torch.UntypedStorage, torch.storage.TypedStorage, *_STORAGE_CLASSES.values(),
+                            torch.QInt8Storage, torch.QUInt8Storage, torch.QInt32Storage, torch.QUInt4x2Storage,
+                            torch.QUInt2x4Storage] if AVAILABLE else [])
 
 
 class _Unsupported(Exception):
@@ -81,7 +87,7 @@ class _Pickler(pickle.Pickler):
     def _reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
         storage_class = _STORAGE_CLASSES.get(t.dtype)
         if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
-                t.is_nested or _tensor_metadata(t) or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
+                t.is_nested or t.is_conj() or t.is_neg() or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
             raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
         storage = t.untyped_storage()
         key = self._keys.get(storage._cdata)
