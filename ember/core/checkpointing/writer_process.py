@@ -317,12 +317,14 @@ class WriterProcess:
         thread before it reads the answer or sends anything else)."""
         try:
             self._start()
+        except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn, no fork
+            self._start_error = exc
+            return
+        try:
             assert self._conn is not None
             self._conn.send(message)
         except OSError:  # started, then already dead: written by wait()
             pass
-        except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn
-            self._start_error = exc
 
     def _start(self) -> None:
         ctx = _context([type(self.storage).__module__])  # the storage's module: imported once, not per fit
