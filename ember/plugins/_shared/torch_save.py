@@ -64,15 +64,41 @@ def _reduce_ordered_dict(od: OrderedDict) -> tuple[Any, ...]:
     return OrderedDict, (), (vars(od) or None), None, iter(od.items())
 
 
-class _Pickler(pickle.Pickler):
-    def __init__(self, file: Any) -> None:
-        super().__init__(file, protocol=2)  # torch.save's default protocol
+class _Storages:
+    """The storages of one save's tensors, keyed as ``torch.save`` keys them, and the reduction of a tensor that
+    records its storage. Kept apart from the pickler, whose dispatch table holds :meth:`reduce_tensor`: no cycle
+    keeps a checkpoint's objects alive after a save."""
+
+    def __init__(self) -> None:
         #: key -> storage, in the order torch.save writes them
-        self.storages: dict[str, torch.UntypedStorage] = {}
+        self.by_key: dict[str, torch.UntypedStorage] = {}
         self._keys: dict[int, str] = {}
         self._dtypes: dict[int, torch.dtype] = {}
+
+    def reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
+        storage_class = _STORAGE_CLASSES.get(t.dtype)
+        if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
+                t.is_nested or t.is_conj() or t.is_neg() or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
+            raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
+        storage = t.untyped_storage()
+        key = self._keys.get(storage._cdata)
+        if key is None:
+            key = self._keys[storage._cdata] = str(len(self._keys))
+            self.by_key[key] = storage
+        ptr = storage.data_ptr()
+        if ptr:  # torch.save refuses two dtypes over the same bytes; so does it, for this tensor
+            if self._dtypes.setdefault(ptr, t.dtype) != t.dtype:
+                raise _Unsupported("two dtypes over one storage")
+        pid = ("storage", storage_class, key, "cpu", storage.nbytes() // t.element_size())
+        return _rebuild_tensor, (_StorageRef(pid), t.storage_offset(), tuple(t.size()), t.stride(), t.requires_grad,
+                                 OrderedDict())
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file: Any, storages: _Storages) -> None:
+        super().__init__(file, protocol=2)  # torch.save's default protocol
         table = copyreg.dispatch_table.copy()
-        table[torch.Tensor] = self._reduce_tensor
+        table[torch.Tensor] = storages.reduce_tensor
         table[OrderedDict] = _reduce_ordered_dict
         self.dispatch_table = table
 
@@ -84,24 +110,6 @@ class _Pickler(pickle.Pickler):
             raise _Unsupported("a storage on its own")
         return None
 
-    def _reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
-        storage_class = _STORAGE_CLASSES.get(t.dtype)
-        if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
-                t.is_nested or t.is_conj() or t.is_neg() or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
-            raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
-        storage = t.untyped_storage()
-        key = self._keys.get(storage._cdata)
-        if key is None:
-            key = self._keys[storage._cdata] = str(len(self._keys))
-            self.storages[key] = storage
-        ptr = storage.data_ptr()
-        if ptr:  # torch.save refuses two dtypes over the same bytes; so does it, for this tensor
-            if self._dtypes.setdefault(ptr, t.dtype) != t.dtype:
-                raise _Unsupported("two dtypes over one storage")
-        pid = ("storage", storage_class, key, "cpu", storage.nbytes() // t.element_size())
-        return _rebuild_tensor, (_StorageRef(pid), t.storage_offset(), tuple(t.size()), t.stride(), t.requires_grad,
-                                 OrderedDict())
-
 
 def save(obj: Any, f: Any) -> None:
     """``torch.save(obj, f)`` for a writable binary file object ``f``: the same bytes."""
@@ -109,9 +117,9 @@ def save(obj: Any, f: Any) -> None:
         torch.save(obj, f)
         return
     data = io.BytesIO()
-    pickler = _Pickler(data)
+    storages = _Storages()
     try:
-        pickler.dump(obj)
+        _Pickler(data, storages).dump(obj)
     except _Unsupported:
         torch.save(obj, f)  # nothing was written to f yet
         return
@@ -122,7 +130,7 @@ def save(obj: Any, f: Any) -> None:
         alignment = str(_get_storage_alignment())
         zip_file.write_record(".storage_alignment", alignment, len(alignment))
         zip_file.write_record("byteorder", sys.byteorder, len(sys.byteorder))
-        for key, storage in pickler.storages.items():
+        for key, storage in storages.by_key.items():
             zip_file.write_record(f"data/{key}", storage, storage.nbytes())
 
 
