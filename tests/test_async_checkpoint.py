@@ -466,6 +466,26 @@ def test_a_dead_writer_process_is_reported_once_and_the_fit_writes_on(
     assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 12
 
 
+@pytest.mark.parametrize("error", [RuntimeError("An attempt has been made to start a new process before ..."),
+                                   OSError(11, "Resource temporarily unavailable")], ids=["no main guard", "no fork"])
+def test_a_writer_process_that_cannot_start_leaves_the_writes_to_the_thread(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: Exception) -> None:
+    from ember.core.checkpointing import writer_process
+
+    def cannot_start(self: Any) -> None:
+        raise error
+
+    monkeypatch.setattr(writer_process.WriterProcess, "_start", cannot_start)
+    with caplog.at_level("WARNING", logger="ember"):
+        trainer = process_fit(tmp_path)
+    assert [r.getMessage() for r in caplog.records if "could not start" in r.getMessage()] == [
+        f"the checkpoint writer process could not start ({type(error).__name__}: {error}); writing its checkpoint in "
+        "the training process, and the rest of this fit's checkpoints on a writer thread"]
+    assert not trainer.checkpointing.writer.running
+    assert sorted(os.listdir(tmp_path / "ck")) == ["epoch=1-step=8.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"]
+    assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 12
+
+
 def no_space_left() -> None:
     """Runs in the writer process: every fsync fails as on a full disk."""
     def fsync(fd: int) -> None:

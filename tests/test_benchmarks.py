@@ -179,3 +179,13 @@ def test_the_fsdp_stall_benchmark_times_sharded_saves() -> None:
     assert rows[0].startswith("FSDP, 2 processes, cpu: 0.01M parameters")
     assert len(rows) == 2 and rows[1].split()[0] == "background"
     assert "median" in rows[1] and "first save" in rows[1]
+
+
+@pytest.mark.slow
+def test_the_checkpoint_stall_benchmark_times_each_writer() -> None:
+    out = run([sys.executable, "-m", "benchmarks.checkpoint_stall", "--params", "1e4", "--epochs", "3", "--repeats",
+               "1", "--epoch-seconds", "0.05"], cwd=ROOT, timeout=600, env=clean_env(PYTHONPATH=str(ROOT)))
+    rows = [line for line in out.splitlines() if not line.startswith("Epoch")]
+    assert rows[0].startswith("0M parameters (0 MiB of weights), 3 epochs of")
+    assert rows[2].split() == ["first", "save", "in", "save", "waited", "slowed", "stall"]
+    assert [" ".join(row.split()[:-5]) for row in rows[3:]] == ["writer thread", "writer process", "synchronous"]

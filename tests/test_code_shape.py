@@ -61,6 +61,12 @@ LIBRARY_PRIVATE = {
     "data.py: it._worker_pids_set": _DEAD_WORKER,
     "data.py: it._workers": _DEAD_WORKER,
     "data.py: signal_handling._remove_worker_pids": _DEAD_WORKER,
+    "torch_save.py: storage._cdata": "how torch.save tells one storage from another (two tensors viewing one "
+                                     "storage get one record); the same key keeps ember's bytes torch.save's",
+    "torch_save.py: t._backward_hooks": "a tensor with hooks goes to torch.save, which warns that they are not saved",
+    "torch_save.py: torch._utils": "the function torch.save's files name to rebuild a tensor",
+    "torch_save.py: torch._utils._rebuild_tensor_v2": "the function torch.save's files name to rebuild a tensor: "
+                                                      "torch.load(weights_only=True) allows it",
     "plugin_manager.py: getattr(self.hook, hook_name)._add_hookimpl": "pluggy's register() adds each implementation "
                                                                      "this way; a Lightning-style method taken by "
                                                                      "position is added the same way, with no adapter "

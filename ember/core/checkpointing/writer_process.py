@@ -10,16 +10,17 @@ Python for every object of a checkpoint, and the training thread waits meanwhile
    are, each tensor replaced by its index in the buffer (:class:`SharedTensor`), the buffer's name and layout
    (offset, dtype and shape per tensor), and the operations to carry out (save, link, remove, in order).
 
-The writer process rebuilds each tensor from the buffer, and calls the storage's own ``save_checkpoint``,
+The writer process views each tensor's bytes in the buffer (no copy), and calls the storage's own ``save_checkpoint``,
 ``link_checkpoint`` and ``remove_checkpoint`` (with ``trainer=None``): serialise, write, fsync, rename. It
 answers each job with nothing or with its error, which the training process raises at the next save or flush
 as it does for the thread. Only data crosses the process boundary; the storage object is sent once, when the
 process starts, by reference to its class.
 
 The process is started (from a ``forkserver`` where the platform has one, so that starting it per fit costs a
-fork, not an import of torch) by the fit's first save and stopped and joined when the fit ends. If it dies
-(killed, out of memory), the job it held is written in this process from the shared buffer, the fit goes on
-with the writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
+fork, not an import of torch) by the fit's first save, on a helper thread that then sends it that save's job (the
+training thread goes on meanwhile), and stopped and joined when the fit ends. If it cannot start, or dies (killed,
+out of memory), the job it held is written in this process from the shared buffer, the fit goes on with the
+writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
 a sparse or quantized tensor) is written by the thread, from a snapshot, as before.
 """
 
@@ -30,6 +31,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from multiprocessing import shared_memory
@@ -158,10 +160,22 @@ class Arena:
         self._retire()
 
 
-def rebuild(descriptions: list[Any], layout: Layout, buffer: torch.Tensor) -> list[Any]:
-    """The checkpoints the descriptions stand for, each tensor a copy of its bytes in ``buffer`` (with a storage
-    of its own, so that ``torch.save`` writes it alone)."""
-    tensors = [view.clone() for view in _views(buffer, layout)]
+def _own_views(memory: memoryview, layout: Layout) -> list[torch.Tensor]:
+    """A tensor over each region of the buffer, each with a storage of its own (its bytes only, so that the file
+    gets them alone, as from a copy), none copied."""
+    out = []
+    for offset, dtype, shape in layout:
+        numel = _nbytes(dtype, shape) // dtype.itemsize
+        out.append(torch.frombuffer(memory, dtype=dtype, count=numel, offset=offset).view(shape) if numel
+                   else torch.empty(shape, dtype=dtype))
+    return out
+
+
+def rebuild(descriptions: list[Any], layout: Layout, memory: memoryview | None) -> list[Any]:
+    """The checkpoints the descriptions stand for, each tensor viewing its bytes in the shared buffer ``memory``
+    (not copied: the buffer is not written again until the job is answered)."""
+    assert memory is not None  # SharedMemory.buf, None only once closed
+    tensors = _own_views(memory, layout)
 
     def walk(obj: Any) -> Any:
         kind = type(obj)
@@ -218,7 +232,7 @@ def _serve(conn: multiprocessing.connection.Connection, storage: Any, setup: Cal
                     with contextlib.suppress(BufferError):
                         memory.close()
                 memory = shared_memory.SharedMemory(name=name)
-            checkpoints = rebuild(descriptions, layout, torch.frombuffer(memory.buf, dtype=torch.uint8))
+            checkpoints = rebuild(descriptions, layout, memory.buf)
             carry_out(storage, ops, checkpoints, path.append)
             del checkpoints
             conn.send(None)
@@ -226,12 +240,12 @@ def _serve(conn: multiprocessing.connection.Connection, storage: Any, setup: Cal
             conn.send((path[-1] if path else "", type(exc).__name__, str(exc), isinstance(exc, CheckpointError)))
 
 
-def _context() -> Any:
-    """A forkserver (a fork per start, torch imported once) where there is one; else spawn."""
+def _context(preload: list[str]) -> Any:
+    """A forkserver (a fork per start, torch and ``preload`` imported once) where there is one; else spawn."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", __name__])  # no effect once the forkserver runs
+    ctx.set_forkserver_preload(["__main__", __name__, *preload])  # no effect once the forkserver runs
     return ctx
 
 
@@ -249,6 +263,8 @@ class WriterProcess:
         self._process: Any = None
         self._conn: multiprocessing.connection.Connection | None = None
         self._pending: tuple[list[Any], list[Op]] | None = None
+        self._starter: threading.Thread | None = None
+        self._start_error: BaseException | None = None
 
     @property
     def busy(self) -> bool:
@@ -256,7 +272,7 @@ class WriterProcess:
 
     @property
     def alive(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._starter is not None or (self._process is not None and self._process.is_alive())
 
     @property
     def pid(self) -> int | None:
@@ -264,7 +280,9 @@ class WriterProcess:
 
     def submit(self, ops: list[Op]) -> bool:
         """Wait for the job in flight, then hand the writer process ``ops`` (checkpoints as plain dicts); False
-        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed."""
+        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed. The fit's
+        first job starts the process on a helper thread, which sends the job once it runs: the training thread
+        does not wait for the start (a fork, or in a fresh interpreter the forkserver's import of torch)."""
         self.wait()
         if self.failed:
             return False
@@ -280,30 +298,65 @@ class WriterProcess:
         except _Unsuitable:
             return False
         jobs = [(op, path, None if c is None else index[id(c)]) for op, path, c in ops]
-        if self._process is None:
-            self._start()
         self._pending = (descriptions, jobs)
+        message = (self.arena.name, self.arena.layout, descriptions, jobs)
+        if self._process is None:
+            self._starter = threading.Thread(target=self._start_and_send, args=(message,),
+                                             name="ember-checkpoint-writer-start", daemon=True)
+            self._starter.start()
+            return True
         try:
             assert self._conn is not None
-            self._conn.send((self.arena.name, self.arena.layout, descriptions, jobs))
+            self._conn.send(message)
         except OSError:  # already dead: written by wait()
             pass
         return True
 
+    def _start_and_send(self, message: Any) -> None:
+        """On the helper thread: start the process, then send it its first job (the training thread joins this
+        thread before it reads the answer or sends anything else)."""
+        try:
+            self._start()
+        except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn, no fork
+            self._start_error = exc
+            return
+        try:
+            assert self._conn is not None
+            self._conn.send(message)
+        except OSError:  # started, then already dead: written by wait()
+            pass
+
     def _start(self) -> None:
-        ctx = _context()
+        ctx = _context([type(self.storage).__module__])  # the storage's module: imported once, not per fit
         parent, child = ctx.Pipe()
-        self._process = ctx.Process(target=_serve, args=(child, self.storage, child_setup),
-                                    name="ember-checkpoint-writer", daemon=True)
-        self._process.start()
-        child.close()  # so that the process's death reads as the end of the pipe
-        self._conn = parent
+        process = ctx.Process(target=_serve, args=(child, self.storage, child_setup), name="ember-checkpoint-writer",
+                              daemon=True)
+        try:
+            process.start()
+        except BaseException:
+            parent.close()
+            raise
+        finally:
+            child.close()  # so that the process's death reads as the end of the pipe
+        self._process, self._conn = process, parent
 
     def wait(self) -> None:
         """Block until the job in flight is done; raise a CheckpointError naming the file if it failed."""
         if self._pending is None:
             return
         pending = self._pending
+        starter, self._starter = self._starter, None
+        if starter is not None:
+            starter.join()
+            error, self._start_error = self._start_error, None
+            if error is not None:
+                self._pending = None
+                self.failed = True
+                log.warning("the checkpoint writer process could not start (%s: %s); writing its checkpoint in the "
+                            "training process, and the rest of this fit's checkpoints on a writer thread",
+                            type(error).__name__, error)
+                self._write_here(pending)
+                return
         try:
             assert self._conn is not None
             answer = self._conn.recv()
@@ -330,10 +383,14 @@ class WriterProcess:
             code = self._process.exitcode
         log.warning("the checkpoint writer process ended (exit code %s); writing its checkpoint in the training "
                     "process, and the rest of this fit's checkpoints on a writer thread", code)
+        self._write_here(pending)
+
+    def _write_here(self, pending: tuple[list[Any], list[Op]]) -> None:
+        """Write a job the process did not answer, in this process, from the shared buffer (untouched since)."""
         descriptions, jobs = pending
         assert self.arena.memory is not None
-        buffer = torch.frombuffer(self.arena.memory.buf, dtype=torch.uint8)
-        carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, buffer), lambda path: None)
+        carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, self.arena.memory.buf),
+                  lambda path: None)
 
     def close(self) -> None:
         """Finish the job in flight (logging a failure), stop the process and join it, free the buffer."""

@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import io
 import logging
 import os
 import pickle
@@ -34,6 +33,7 @@ from typing import Any
 import torch
 
 from ember.core.errors import CheckpointError
+from ember.plugins._shared import torch_save
 from ember.plugins._shared.integrity import offer_sibling, verify_zip
 
 log = logging.getLogger("ember")
@@ -108,14 +108,12 @@ def _remove_stale_temporaries(path: str) -> None:
 
 def atomic_save(obj: Any, path: str) -> None:
     """``torch.save(obj)`` to ``path`` atomically: ``path`` holds the old bytes or all of the new ones."""
-    _atomic_write(path, lambda f: torch.save(obj, f), obj)
+    _atomic_write(path, lambda f: torch_save.save(obj, f), obj)
 
 
 def serialize(obj: Any) -> memoryview:
     """The bytes ``torch.save(obj)`` writes, in memory (they belong to that moment: ``obj`` may change after)."""
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    return buffer.getbuffer()
+    return torch_save.to_bytes(obj)
 
 
 def atomic_write_bytes(data: bytes | memoryview, path: str) -> None:
