@@ -252,3 +252,46 @@ def test_hook_order_of_a_save_at_the_epoch_boundary(tmp_path: Path) -> None:
         "save_checkpoint",  # ... written to epoch=1-step=4.ckpt,
         "remove_checkpoint",  # epoch=0-step=2.ckpt leaves the top 1,
     ]  # and last.ckpt comes last: a link to the bytes just written, not a second save_checkpoint
+
+
+class FailsMidEpoch(Scripted):
+    """Raises in ``training_step`` at global step ``at`` (after ``at`` optimizer steps)."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__([0.0] * 5)
+        self.at = at
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        if self.trainer.global_step == self.at:
+            raise RuntimeError("Trouble!")
+        return super().training_step(batch, batch_idx)
+
+
+def fail(tmp_path: Path, callback: ModelCheckpoint, at: int = 6) -> ember.Trainer:
+    trainer = ember.Trainer(max_epochs=3, default_root_dir=str(tmp_path), **QUIET, callbacks=[callback])
+    with pytest.raises(RuntimeError, match="Trouble!"):
+        trainer.fit(FailsMidEpoch(at), *tiny_loaders(n=32))  # 4 steps per epoch
+    return trainer
+
+
+def test_save_on_exception_writes_the_state_at_the_failure(tmp_path: Path) -> None:
+    fail(tmp_path / "off", ModelCheckpoint(dirpath=tmp_path / "off"))
+    assert names(tmp_path / "off") == ["epoch=0-step=4.ckpt", "last.ckpt"]
+    assert ModelCheckpoint().on_exception is None  # off: no hook to call
+
+    on = tmp_path / "on"
+    fail(on, ModelCheckpoint(dirpath=on, save_on_exception=True))
+    assert names(on) == ["epoch=0-step=4.ckpt", "epoch=1-step=6.ckpt", "last.ckpt"]
+    assert safe_load(on / "epoch=1-step=6.ckpt")["global_step"] == 6
+    assert safe_load(on / "last.ckpt")["global_step"] == 4  # the newest safe point, for an exact resume
+
+    before = (on / "epoch=1-step=6.ckpt").read_bytes()
+    fail(on, ModelCheckpoint(dirpath=on, save_on_exception=True))  # a second run, same folder
+    assert (on / "epoch=1-step=6.ckpt").read_bytes() == before  # never overwritten
+    assert (on / "epoch=1-step=6-v1.ckpt").is_file()
+
+
+def test_save_on_exception_skips_a_step_already_saved(tmp_path: Path) -> None:
+    fail(tmp_path, ModelCheckpoint(dirpath=tmp_path, filename="{step}", save_on_exception=True,
+                                   every_n_train_steps=1, auto_insert_metric_name=False), at=2)
+    assert names(tmp_path) == ["2.ckpt", "last.ckpt"]

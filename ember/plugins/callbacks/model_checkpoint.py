@@ -16,6 +16,9 @@ When it saves:
 * ``every_n_epochs=N`` (the default, N=1, when neither of the above is given): at the end of every N-th
   epoch: in ``on_train_epoch_end``, or in ``on_validation_end`` when validation runs more or less often than
   once per epoch (``save_on_train_epoch_end`` decides explicitly).
+* ``save_on_exception=True``: also in ``on_exception`` (an error, Ctrl-C, a signal), unless the current step's
+  checkpoint is on disk: one more file of the regular name (``-v1``, ... if taken), outside the ranking, never
+  deleted; ``last.ckpt`` keeps the newest safe point, the state an exact resume needs.
 
 Its hooks are ``trylast``, so it sees what the module and the other callbacks logged in the same event.
 Never during sanity checking, ``fast_dev_run`` or outside ``fit``; at most once per optimizer step.
@@ -54,6 +57,25 @@ def _optional_count(name: str, value: Any) -> int | None:
     return value
 
 
+def _schedule(every_n_train_steps: Any, every_n_epochs: Any,
+              train_time_interval: Any) -> tuple[int | None, int | None, timedelta | None]:
+    """The checked ``every_n_train_steps``, ``every_n_epochs``, ``train_time_interval`` (default: every epoch)."""
+    every_steps = _optional_count("every_n_train_steps", every_n_train_steps)
+    every_epochs = _optional_count("every_n_epochs", every_n_epochs)
+    if isinstance(train_time_interval, (int, float)) and not isinstance(train_time_interval, bool):
+        train_time_interval = timedelta(seconds=train_time_interval)
+    if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
+        raise _fail("train_time_interval", train_time_interval, "expected a datetime.timedelta or seconds")
+    given = [n for n, v in (("every_n_train_steps", every_steps), ("every_n_epochs", every_epochs),
+                            ("train_time_interval", train_time_interval)) if v]
+    if len(given) > 1:
+        raise ConfigurationError(f"ModelCheckpoint got {' and '.join(given)}; they are mutually exclusive: "
+                                 "pass one of them.")
+    if not given and every_steps is None and every_epochs is None and train_time_interval is None:
+        every_epochs = 1
+    return every_steps, every_epochs, train_time_interval
+
+
 class ModelCheckpoint:
     """Save checkpoints during ``fit`` (see the module docstring; arguments as Lightning's).
 
@@ -75,6 +97,7 @@ class ModelCheckpoint:
     :param save_on_train_epoch_end: save epoch checkpoints in ``on_train_epoch_end`` (True) or
         ``on_validation_end`` (False); None decides from the validation schedule.
     :param enable_version_counter: add ``-v1``, ``-v2``, ... instead of overwriting an existing ranked file.
+    :param save_on_exception: also save when the fit fails (see the module docstring). Default False.
     """
 
     identity = "callback.model-checkpoint"
@@ -97,7 +120,7 @@ class ModelCheckpoint:
                  save_weights_only: bool = False, mode: str = "min", auto_insert_metric_name: bool = True,
                  every_n_train_steps: int | None = None, train_time_interval: timedelta | float | None = None,
                  every_n_epochs: int | None = None, save_on_train_epoch_end: bool | None = None,
-                 enable_version_counter: bool = True) -> None:
+                 enable_version_counter: bool = True, save_on_exception: bool = False) -> None:
         if mode not in ("min", "max"):
             raise _fail("mode", mode, "expected 'min' or 'max'")
         if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
@@ -106,19 +129,8 @@ class ModelCheckpoint:
             raise ConfigurationError(f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is invalid: without a "
                                      "monitored metric there is no ranking to keep the top k by. Pass monitor=... "
                                      "or save_top_k in (-1, 0, 1).")
-        every_steps = _optional_count("every_n_train_steps", every_n_train_steps)
-        every_epochs = _optional_count("every_n_epochs", every_n_epochs)
-        if isinstance(train_time_interval, (int, float)) and not isinstance(train_time_interval, bool):
-            train_time_interval = timedelta(seconds=train_time_interval)
-        if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
-            raise _fail("train_time_interval", train_time_interval, "expected a datetime.timedelta or seconds")
-        given = [n for n, v in (("every_n_train_steps", every_steps), ("every_n_epochs", every_epochs),
-                                ("train_time_interval", train_time_interval)) if v]
-        if len(given) > 1:
-            raise ConfigurationError(f"ModelCheckpoint got {' and '.join(given)}; they are mutually exclusive: "
-                                     "pass one of them.")
-        if not given and every_steps is None and every_epochs is None and train_time_interval is None:
-            every_epochs = 1
+        every_steps, every_epochs, train_time_interval = _schedule(every_n_train_steps, every_n_epochs,
+                                                                   train_time_interval)
         self.dirpath: str | None = os.path.abspath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
         self._dirpath_given = dirpath is not None
         self.filename = filename
@@ -134,6 +146,7 @@ class ModelCheckpoint:
         self.train_time_interval = train_time_interval
         self.save_on_train_epoch_end = save_on_train_epoch_end
         self.enable_version_counter = enable_version_counter
+        self.save_on_exception = bool(save_on_exception)
         self.best_k_models: dict[str, float] = {}
         self.kth_best_model_path = ""
         self.kth_value = math.inf if mode == "min" else -math.inf
@@ -142,6 +155,7 @@ class ModelCheckpoint:
         self.current_score: float | None = None
         self.last_model_path = ""
         self._last_global_step_saved = 0  # no checkpoint before the first optimizer step
+        self._last_path_saved = ""
         self._last_time_checked: float | None = None
         self._validation_ran = False
         self._resumed = False
@@ -150,6 +164,8 @@ class ModelCheckpoint:
         if not self.every_n_train_steps and self.train_time_interval is None:
             # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
             self.on_train_batch_end = None  # type: ignore[method-assign,assignment]
+        if not self.save_on_exception:
+            self.on_exception = None  # type: ignore[method-assign,assignment]
 
     def __repr__(self) -> str:
         return f"ModelCheckpoint(dirpath={self.dirpath!r}, monitor={self.monitor!r}, save_top_k={self.save_top_k})"
@@ -213,6 +229,19 @@ class ModelCheckpoint:
                 self._save_top_k(trainer, candidates)
             self._save_last(trainer, candidates)
 
+    def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        if self._skip_on_exception(trainer):
+            return
+        if trainer.world_size > 1:
+            # The failure may be on this process alone: a save needs every process, and waiting for them here
+            # could hang the ones that are stopping.
+            log.warning("ModelCheckpoint(save_on_exception=True): no checkpoint on an exception in a run of %d "
+                        "processes", trainer.world_size)
+            return
+        path = self._exception_path(trainer, self._candidates(trainer))
+        self._save(trainer, path)
+        log.info("ModelCheckpoint: %s raised (%s); saved %s", type(exception).__name__, exception, path)
+
     @hookimpl
     def last_checkpoint_path(self, trainer: Any) -> str | None:
         if not self.save_last or self.dirpath is None:
@@ -264,6 +293,25 @@ class ModelCheckpoint:
     def _skip(self, trainer: Any) -> bool:
         return bool(trainer.config.fast_dev_run) or trainer.state.get("fn") != "fit" or trainer.sanity_checking \
             or self._last_global_step_saved == trainer.global_step
+
+    def _skip_on_exception(self, trainer: Any) -> bool:
+        """As for any save, except that the current step's checkpoint counts as saved only if it reached the disk
+        (a request that the failure overtook before the loop's safe point was never written)."""
+        if self.dirpath is None or trainer.config.fast_dev_run or trainer.state.get("fn") != "fit" or \
+                trainer.sanity_checking:
+            return True
+        return self._last_global_step_saved == trainer.global_step and \
+            (not self._last_path_saved or os.path.exists(self._last_path_saved))
+
+    def _exception_path(self, trainer: Any, candidates: dict[str, Any]) -> str:
+        """The regular name; never the file the run resumed from, nor (version counter on) an existing file."""
+        resumed = getattr(trainer, "ckpt_path", None)
+        resumed = os.path.realpath(resumed) if isinstance(resumed, (str, os.PathLike)) else None
+        path, version = self.format_checkpoint_name(candidates), self.STARTING_VERSION
+        while os.path.realpath(path) == resumed or (self.enable_version_counter and os.path.exists(path)):
+            path = self.format_checkpoint_name(candidates, ver=version)
+            version += 1
+        return path
 
     def _epoch_due(self, trainer: Any) -> bool:
         return self.every_n_epochs >= 1 and (trainer.current_epoch + 1) % self.every_n_epochs == 0
@@ -360,6 +408,7 @@ class ModelCheckpoint:
     def _save(self, trainer: Any, path: str) -> None:
         # Book-keeping first: the state stored inside this very checkpoint must include this save.
         self._last_global_step_saved = trainer.global_step
+        self._last_path_saved = path
         self._owned.add(path)
         trainer.save_checkpoint(path, weights_only=self.save_weights_only)
 
