@@ -124,8 +124,9 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     calls = json.loads(out.read_text())["calls_per_epoch"]
     assert calls["raw"] + 500 < calls["ember, validation only"] < calls["ember+defaults, checkpointing off"] - 500
     assert calls["ember+defaults, checkpointing off"] + 1000 < calls["ember+defaults"]
-    # the writer process takes torch.save's pickling (its calls back into Python) off the training thread
-    assert calls["ember+defaults, writer process"] + 1000 < calls["ember+defaults"]
+    # the writer process takes the pickling (its calls back into Python) off the training thread: since ember
+    # writes torch.save's format itself, that is about 700 calls per save
+    assert calls["ember+defaults, writer process"] + 300 < calls["ember+defaults"]
     assert "Python calls per epoch on the training thread" in proc.stdout
 
 
