@@ -80,6 +80,12 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     return config
 
 
+def _unknown(where: str, returned: Any, close: str = "") -> ConfigurationError:
+    """What configure_optimizers() returned, when ember cannot read it (``close``: a suggestion for a typo)."""
+    return ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(returned)}."
+                              f"{close} {_USAGE}.")
+
+
 def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not."""
     where = "configure_optimizers()"
@@ -93,7 +99,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
         if len(result) == 2 and isinstance(result[0], (list, tuple)) and isinstance(result[1], (list, tuple)):
             opts, scheds = list(result[0]), list(result[1])
             if not all(_is_optimizer(o) for o in opts):
-                raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(result)}. {_USAGE}.")
+                raise _unknown(where, result)
             return opts, [_scheduler_config(s, where) for s in scheds]
         if all(_is_optimizer(o) for o in result) and result:
             return list(result), []
@@ -104,7 +110,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                 unknown = sorted(set(map(str, d)) - set(allowed))
                 if "optimizer" not in d or unknown or not _is_optimizer(d["optimizer"]):
                     close = "".join(suggest(k, allowed) for k in unknown)
-                    raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(d)}.{close} {_USAGE}.")
+                    raise _unknown(where, d, close)
                 opts.append(d["optimizer"])
                 if d.get("lr_scheduler") is not None:
                     sched = d["lr_scheduler"]
@@ -114,4 +120,4 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                         sched = dict(sched, monitor=d["monitor"])
                     configs.append(_scheduler_config(sched, where))
             return opts, configs
-    raise ConfigurationError(f"Unknown configuration for model optimizers: {where} returned {_describe(result)}. {_USAGE}.")
+    raise _unknown(where, result)

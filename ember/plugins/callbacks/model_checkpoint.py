@@ -290,15 +290,15 @@ class ModelCheckpoint:
         self._owned = {p for p in (*self.best_k_models, self.best_model_path, self.last_model_path) if p}
 
     # -- deciding --------------------------------------------------------------------------------------
+    def _not_now(self, trainer: Any) -> bool:  # never during sanity checking, fast_dev_run or outside fit
+        return bool(trainer.config.fast_dev_run) or trainer.state.get("fn") != "fit" or trainer.sanity_checking
+
     def _skip(self, trainer: Any) -> bool:
-        return bool(trainer.config.fast_dev_run) or trainer.state.get("fn") != "fit" or trainer.sanity_checking \
-            or self._last_global_step_saved == trainer.global_step
+        return self._not_now(trainer) or self._last_global_step_saved == trainer.global_step
 
     def _skip_on_exception(self, trainer: Any) -> bool:
-        """As for any save, except that the current step's checkpoint counts as saved only if it reached the disk
-        (a request that the failure overtook before the loop's safe point was never written)."""
-        if self.dirpath is None or trainer.config.fast_dev_run or trainer.state.get("fn") != "fit" or \
-                trainer.sanity_checking:
+        """As _skip, but a step counts as saved only once its file is on disk (a failure can overtake a request)."""
+        if self.dirpath is None or self._not_now(trainer):
             return True
         return self._last_global_step_saved == trainer.global_step and \
             (not self._last_path_saved or os.path.exists(self._last_path_saved))
