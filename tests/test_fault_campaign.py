@@ -36,7 +36,7 @@ from ember.testing import TinyClassifier, tiny_dataset, tiny_loaders
 sys.path.insert(0, str(Path(__file__).parent))
 import ckpt_job  # noqa: E402
 
-QUIET = {"num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
+QUIET = {"accelerator": "cpu", "num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
 ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
 
