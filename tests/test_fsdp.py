@@ -153,3 +153,50 @@ def test_the_fits_own_checkpoints_are_sharded_written_in_the_background_and_hold
                            weights_only=True)
         assert whole["global_step"] == 8
         _close(whole["state_dict"], weights["fp32"], atol=0)  # the shards of that moment, copied exactly
+
+
+def _remove_on_rank(rank: int, store: str, folder: str, results: Any) -> None:
+    import datetime
+    import time
+
+    import torch.distributed as dist
+
+    from ember.plugins.strategies import sharded_checkpoint
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2,
+                            timeout=datetime.timedelta(seconds=20))
+    try:
+        if rank == 1:
+            time.sleep(0.5)  # rank 0 has deleted the folder by the time rank 1 comes to it
+        removed = sharded_checkpoint.remove(folder, rank)
+        after: list[Any] = [None, None]
+        dist.all_gather_object(after, ("next collective", rank))  # must pair with the same call on rank 0
+        results.put((rank, removed, after))
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results.put((rank, repr(exc), None))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_removing_a_sharded_checkpoint_keeps_the_ranks_in_step(tmp_path: Path) -> None:
+    """Every rank takes rank 0's word that the folder is a sharded checkpoint: a late rank that looked for itself
+    would find it already deleted, skip the wait, and pair its next collective with rank 0's barrier."""
+    import multiprocessing
+
+    from ember.plugins.strategies import sharded_checkpoint
+
+    folder = str(tmp_path / "epoch=0-step=4.ckpt")
+    sharded_checkpoint.save({"format_version": 2}, folder, torch.nn.Linear(2, 2), [])
+    assert sharded_checkpoint.is_sharded(folder)
+    ctx = multiprocessing.get_context("fork")  # each rank starts with torch imported
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_remove_on_rank, args=(rank, str(tmp_path / "store"), folder, results))
+             for rank in range(2)]
+    for p in procs:
+        p.start()
+    got = sorted(results.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(30)
+    expected = [("next collective", 0), ("next collective", 1)]
+    assert got == [(0, True, expected), (1, True, expected)]
+    assert not Path(folder).exists()

@@ -301,7 +301,4 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     @hookimpl(tryfirst=True)
     def remove_checkpoint(self, trainer: Any, path: str) -> Any:
-        if not sharded_checkpoint.is_sharded(path):
-            return None
-        sharded_checkpoint.remove(path, trainer.global_rank, self._collectives(trainer))
-        return True
+        return sharded_checkpoint.remove(path, trainer.global_rank, self._collectives(trainer)) or None

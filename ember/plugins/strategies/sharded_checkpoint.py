@@ -60,7 +60,8 @@ def _dist() -> Any:
 
 # Collectives of a save: on the default group on the training thread, on the strategy's checkpoint group on the
 # writer thread (a collective there must not interleave with the training thread's own on the same group).
-def _broadcast_str(value: str, group: Any = None) -> str:
+def _broadcast(value: Any, group: Any = None) -> Any:
+    """Rank 0's ``value`` on every rank (a string or a flag)."""
     dist = _dist()
     if dist is None:
         return value
@@ -149,7 +150,7 @@ def save(checkpoint: dict, path: str | os.PathLike, module: torch.nn.Module,
     rank = dist.get_rank() if dist is not None else 0
     taken = take_shards(checkpoint, module, optimizers)
     sharded = {k: taken[k] for k in _SHARDED_KEYS if k in taken}
-    tmp = _broadcast_str(f"{path}.tmp-{uuid.uuid4().hex[:8]}", group)
+    tmp = _broadcast(f"{path}.tmp-{uuid.uuid4().hex[:8]}", group)
     try:
         with _quiet_single_process():
             dcp.save(sharded, checkpoint_id=tmp, process_group=group)
@@ -186,11 +187,17 @@ def _delete(path: str) -> None:
             os.remove(path)
 
 
-def remove(path: str | os.PathLike, rank: int, group: Any = None) -> None:
-    """Delete a sharded checkpoint (global rank 0 deletes; every rank waits for it). A collective."""
-    if rank == 0 and is_sharded(path):
+def remove(path: str | os.PathLike, rank: int, group: Any = None) -> bool:
+    """Delete the sharded checkpoint at ``path``: global rank 0 looks and deletes, every rank waits for it; False
+    (nothing done) where rank 0 finds none there. A collective. Every rank takes rank 0's answer: a rank that
+    looked for itself could find the folder already deleted, skip the barrier, and start the next collective
+    while rank 0 waits in this one."""
+    if not _broadcast(rank == 0 and is_sharded(path), group):
+        return False
+    if rank == 0:
         shutil.rmtree(path)
     _barrier(group)
+    return True
 
 
 def _resolve(path: str) -> str:
