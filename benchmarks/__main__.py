@@ -20,7 +20,7 @@ import torch
 
 from benchmarks import frameworks, harness, startup, workloads
 
-SECTIONS = ("steps", "epochs", "compile", "startup", "gpu")
+SECTIONS = ("steps", "epochs", "compile", "startup", "gpu", "gpu-epochs")
 WORKLOADS = ("tiny", "tiny128", "short", "digits", "cnn")
 
 
@@ -105,6 +105,13 @@ def main(argv: list[str] | None = None) -> None:
         config = LMConfig(steps=20, epochs=2) if args.quick else LMConfig()
         groups += gpu_groups(harness.CLOCKS["wall"], repeats, gpu_loops, config)
         note("\n")
+    if "gpu-epochs" in args.only:
+        from benchmarks.gpu import LMConfig, gpu_epoch_group
+
+        note("[gpu-epochs] ")
+        groups += gpu_epoch_group(harness.CLOCKS["wall"], repeats, LMConfig(steps=20, epochs=2) if args.quick
+                                  else LMConfig())
+        note("\n")
     if "steps" in args.only and "tiny" in args.workloads:
         note("[calls] ")
         calls = calls_per_step(loops, clock)
@@ -120,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         from benchmarks.epochs import format_calls
 
         print(format_calls(epoch_calls), file=out)
-    if "gpu" in args.only and not torch.cuda.is_available():
+    if {"gpu", "gpu-epochs"} & set(args.only) and not torch.cuda.is_available():
         skipped.append("GPU: skipped (no CUDA device)")
     for line in skipped:
         print(line, file=out)

@@ -32,9 +32,10 @@ def _storage(**kwargs: Any) -> Any:
         return None
 
 
-def _rows(w: workloads.Workload, clock: harness.Clock) -> list[tuple[str, harness.Run]]:
+def rows(w: workloads.Workload, clock: harness.Clock, **run_args: Any) -> list[tuple[str, harness.Run]]:
+    """The rows of the table for workload ``w``; ``run_args`` go to every run (``device=``, ``precision=``)."""
     def ember(defaults: bool, **kwargs: Any) -> harness.Run:
-        return lambda: frameworks.ember_run(w, clock, defaults=defaults, **kwargs)
+        return lambda: frameworks.ember_run(w, clock, defaults=defaults, **run_args, **kwargs)
 
     rows = [("ember+defaults", ember(True))]
     for label, storage in (("writer process", _storage(writer="process")),
@@ -52,7 +53,7 @@ def _rows(w: workloads.Workload, clock: harness.Clock) -> list[tuple[str, harnes
 
 def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: Any = None) -> harness.Group:
     w = workloads.short_epochs(epochs)
-    g = harness.interleave(frameworks.build("raw", w, clock), _rows(w, clock), w.steps(), repeats,
+    g = harness.interleave(frameworks.build("raw", w, clock), rows(w, clock), w.steps(), repeats,
                            progress=progress)
     return harness.Group(f"per-epoch costs: {w.title}", g.baseline, g.samples,
                          steps_per_epoch=workloads.SHORT_TRAIN)
@@ -63,7 +64,7 @@ def calls_per_epoch(clock: harness.Clock, epochs: tuple[int, int] = (4, 12)) -> 
     calls are its own thread's): the difference between runs of ``epochs`` epochs, set-up left out."""
     def runs(n: int) -> list[tuple[str, harness.Run]]:
         w = workloads.short_epochs(n)
-        return [("raw", frameworks.build("raw", w, clock)), *_rows(w, clock)]
+        return [("raw", frameworks.build("raw", w, clock)), *rows(w, clock)]
 
     return {label: harness.marginal_calls(few, many, epochs[1] - epochs[0])
             for (label, few), (_, many) in zip(runs(epochs[0]), runs(epochs[1]), strict=True)}

@@ -180,3 +180,17 @@ def gpu_groups(clock: Any, repeats: int, loops: list[str], config: LMConfig = LM
         groups.append(Group(title, note(group.baseline), [note(s) for s in group.samples],
                             steps_per_epoch=config.steps))
     return groups
+
+
+def gpu_epoch_group(clock: Any, repeats: int, config: LMConfig = LMConfig(), precision: str = "bf16-mixed"
+                    ) -> list[Group]:
+    """The per-epoch table of :mod:`benchmarks.epochs` on the language model: the defaults, then each default
+    switched off in turn (``python -m benchmarks --only gpu-epochs``)."""
+    from benchmarks.epochs import rows
+
+    if not torch.cuda.is_available():
+        return []
+    w = lm(config, "cuda", precision)
+    g = interleave(lambda: raw_run(w, clock, "cuda", precision), rows(w, clock, device="cuda", precision=precision),
+                   w.steps(), repeats)
+    return [Group(f"GPU per-epoch costs: {w.title}", g.baseline, g.samples, steps_per_epoch=config.steps)]

@@ -26,16 +26,16 @@ export PYTHONUNBUFFERED=1
 pytest=("$py" -m pytest -v -rfE --tb=short -p no:randomly -p no:benchmark -p no:cacheprovider)
 "$py" -c "import pytest_timeout" 2>/dev/null && pytest+=(--timeout=120)
 echo "== 1. CUDA tests"
-timeout 170 "${pytest[@]}" -m cuda -n 4 2>&1 | tee "$out/cuda_tests.log" | grep -E "FAILED|ERROR|passed|failed" | tail -25
+timeout 150 "${pytest[@]}" -m cuda -n 4 --junitxml="$out/cuda_tests.xml" 2>&1 | tee "$out/cuda_tests.log" | grep -E "FAILED|ERROR|passed|failed" | tail -25
 echo "== 2. GPU benchmark"
-timeout 170 "$py" - <<'PY' 2>&1 | tee "$out/gpu_bench.log" | tail -30
+timeout 150 "$py" - <<'PY' 2>&1 | tee "$out/gpu_bench.log" | tail -30
 from benchmarks import harness
 from benchmarks.gpu import LMConfig, gpu_groups
 groups = gpu_groups(harness.CLOCKS["wall"], 3, ["ember", "ember+defaults"], LMConfig(), compile_too=False)
 print(harness.format_table(groups))
 PY
 echo "== 3. checkpoint stall on CUDA"
-timeout 50 "$py" benchmarks/checkpoint_overhead.py --stall-only --accelerator cuda 2>&1 | tee "$out/stall.log" | tail -8
+timeout 45 "$py" benchmarks/checkpoint_overhead.py --stall-only --accelerator cuda 2>&1 | tee "$out/stall.log" | tail -8
 echo "== 4. whole suite, GPU visible"
-timeout "${1:-200}" "${pytest[@]}" -n 14 -m "not cuda" 2>&1 | tee "$out/suite.log" | grep -E "FAILED|ERROR|passed|failed" | tail -60
+timeout "${1:-200}" "${pytest[@]}" -n 14 -m "not cuda" --junitxml="$out/suite.xml" 2>&1 | tee "$out/suite.log" | grep -E "FAILED|ERROR|passed|failed" | tail -60
 exit 0

@@ -225,11 +225,12 @@ def test_linking_the_same_source_again_leaves_no_temporary(tmp_path: Path) -> No
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_snapshot_of_device_tensors_goes_to_pinned_host_memory() -> None:
     weight = torch.randn(256, 256, device="cuda")
+    before = weight.clone()  # queued on the stream, no host sync ((w + 1) - 1 is not w in floating point)
     copy = snapshot({"w": weight}, SnapshotBuffers())["w"]
     assert copy.device.type == "cpu" and copy.is_pinned()
-    weight.add_(1)
+    weight.add_(1)  # queued after the copy: the snapshot must still hold the values before it
     torch.cuda.synchronize()
-    assert torch.equal(copy, (weight - 1).cpu())
+    assert torch.equal(copy, before.cpu())
 
 
 def test_one_writer_thread_serves_successive_saves_until_closed() -> None:
@@ -501,3 +502,20 @@ def test_a_full_disk_in_the_writer_process_is_a_clear_error(tmp_path: Path, monk
     with pytest.raises(ember.CheckpointError, match=r"(?i)epoch=0-step=4\.ckpt.*(disk|space)"):
         process_fit(tmp_path)
     assert not any(name.endswith(".tmp") for name in os.listdir(tmp_path / "ck"))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_writer_process_saves_a_cuda_fit_exactly(tmp_path: Path) -> None:
+    """The safe point copies device tensors into the shared buffer; the file holds the weights as they were."""
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_last=True)
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[cb],
+                            checkpoint_io=TorchCheckpointIO(writer="process"),
+                            **{**QUIET, "accelerator": "cuda", "devices": 1})
+    model = TinyClassifier()
+    trainer.fit(model, tiny_loaders(n=32)[0])
+    saved = safe_load(str(tmp_path / "ck" / "last.ckpt"))
+    assert saved["global_step"] == trainer.global_step
+    for name, value in model.state_dict().items():
+        assert saved["state_dict"][name].device.type == "cpu"
+        assert torch.equal(saved["state_dict"][name], value.cpu()), name

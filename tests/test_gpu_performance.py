@@ -81,7 +81,11 @@ def test_the_gpu_benchmark_smoke_run(tmp_path: Any) -> None:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "GPU: skipped" not in proc.stdout and "tokens/s" in proc.stdout
-    (group,) = json.loads(out.read_text())["groups"]
-    assert group["title"].startswith("GPU: ")
-    assert set(group["loops"]) == {"ember", "ember+defaults"}
-    assert all(len(loop["times"]) == 2 and all(t > 0 for t in loop["times"]) for loop in group["loops"].values())
+    groups = json.loads(out.read_text())["groups"]  # one per precision, and bf16-mixed compiled
+    assert all(group["title"].startswith("GPU: ") for group in groups)
+    assert {p for p in ("bf16-mixed", "16-mixed") if any(p in group["title"] for group in groups)} == {
+        "bf16-mixed", "16-mixed"}
+    for group in groups:
+        assert set(group["loops"]) == {"ember", "ember+defaults"}, group["title"]
+        assert all(len(loop["times"]) == 2 and all(t > 0 for t in loop["times"])
+                   for loop in group["loops"].values()), group["title"]

@@ -13,7 +13,7 @@ import attrs
 import torch
 
 from ember.core.api import logging_api
-from ember.core.api.trainer_properties import TrainerProperties
+from ember.core.api.trainer_properties import TrainerProperties, planned_root_device
 from ember.core.checkpointing.checkpoint import Checkpointing
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.hooks import discovery, options, tracing
@@ -277,9 +277,9 @@ class Trainer(TrainerProperties):
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_scheduler_configs: list[SchedulerConfig] = []
         self.hook = HookTable(self.plugin_manager)  # replaced by a fresh table at each run (see _run)
-        self.root_device = torch.device("cpu")
         self.global_rank = self.local_rank = self.node_rank = 0
         self.world_size = 1
+        self.root_device: torch.device = planned_root_device(self)
         self.num_training_batches: float = math.inf
         self.num_val_batches: list[float] = []
         self.num_sanity_val_batches: list[float] = []
