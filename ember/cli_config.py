@@ -21,6 +21,7 @@ import abc
 import argparse
 import functools
 import importlib
+import inspect
 import operator
 import os
 import random
@@ -78,6 +79,14 @@ class DataModule(abc.ABC):  # noqa: B024  (nothing to implement: __subclasshook_
 # ---------------------------------------------------------------------------------------------------------
 
 _SIMPLE_TYPES: dict[str, Any] = {"int": int, "float": float, "str": str, "bool": bool, "None": type(None)}
+
+
+def keep_unset(parser: Any, method: str) -> dict[str, bool]:
+    """The keyword that makes jsonargparse's ``dump``/``save`` keep the entries whose value is None: ``skip_unset``
+    in the releases that have it, ``skip_none`` in those before (4.49)."""
+    cls = type(parser)
+    function = getattr(cls, f"_unpatched_{method}", None) or getattr(cls, method)  # a release may wrap it
+    return {"skip_unset" if "skip_unset" in inspect.signature(function).parameters else "skip_none": False}
 
 
 def option_type(option: Option) -> Any:
@@ -308,7 +317,7 @@ def build(parser: ArgumentParser, cfg: Namespace, stage: str) -> tuple[Any, Any,
         data = None if cfg.data is None else instantiate(cfg.data.as_dict(), DataModule, "data")
         kwargs = trainer_kwargs(cfg.trainer.as_dict())
         if stage == "fit":
-            text = parser.dump(cfg, skip_unset=False)
+            text = parser.dump(cfg, **keep_unset(parser, "dump"))
             plugins = kwargs.get("plugins") or []
             kwargs["plugins"] = [*(plugins if isinstance(plugins, list) else [plugins]), SaveConfig(text)]
         return model, data, ember.Trainer(**kwargs)

@@ -62,7 +62,8 @@ def explain(message: str, argv: list[str]) -> str:
     expected = re.findall(r"Expected a <class '(\w+)'>", message)
     given = re.search(r"(?:Given|Got) value: (.*)", message)
     if expected and given:
-        names = [name.replace("NoneType", "null") for name in dict.fromkeys(expected)]
+        names = sorted((name.replace("NoneType", "null") for name in dict.fromkeys(expected)),
+                       key=lambda name: name == "null")  # null last, whichever order the release lists them in
         return f"--{where}: expected {' or '.join(names)}, got {given.group(1)!r}."
     lines = [line.strip(" -") for line in message.splitlines() if line.strip(" -")]
     return " ".join(lines)

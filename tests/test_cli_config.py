@@ -372,3 +372,26 @@ def test_evaluation_commands_refuse_untrained_weights_and_name_the_checkpoint_th
     said = capsys.readouterr().err
     assert f"evaluates {ckpt.parent}{os.sep}" in said and "checkpoint of the latest fit" in said
     assert main(["validate", *args, "--ckpt_path", "current"]) == 0  # these weights, on purpose
+
+
+def test_the_config_keeps_unset_entries_with_either_jsonargparse_keyword() -> None:
+    """``skip_unset`` where the installed jsonargparse has it, ``skip_none`` in 4.49 (the oldest supported), whose
+    ``dump`` may be wrapped by a patch that takes ``**kwargs`` (the wrapped method is read then)."""
+    from jsonargparse import ArgumentParser
+
+    from ember.cli_config import keep_unset
+
+    class Old:
+        def dump(self, cfg: Any, skip_none: bool = True, skip_default: bool = False) -> str:
+            return ""
+
+    class OldPatched(Old):
+        _unpatched_dump = Old.dump
+
+        def dump(self, cfg: Any, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+            return ""
+
+    assert keep_unset(Old(), "dump") == keep_unset(OldPatched(), "dump") == {"skip_none": False}
+    parser = ArgumentParser()
+    parser.add_argument("--x", type=int | None, default=None)
+    assert "x: null" in parser.dump(parser.parse_args([]), **keep_unset(parser, "dump"))

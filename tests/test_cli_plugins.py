@@ -75,8 +75,9 @@ def test_every_status(installed, capsys) -> None:
     assert twice["status"] == "conflict" and twice["distribution"] == "other 0.1, thirdparty 1.2.3"
     assert rows["precision.fast"]["status"] == "available" and rows["precision.fast"]["role"] == "precision"
     assert rows["precision.32-true"]["status"] == "active"
-    assert rows["accelerator.cpu"]["status"] == "active"
-    assert rows["accelerator.cuda"]["status"] == ("available" if _cuda() else "unavailable")
+    # accelerator="auto": the GPU where there is one
+    assert rows["accelerator.cpu"]["status"] == ("available" if _cuda() else "active")
+    assert rows["accelerator.cuda"]["status"] == ("active" if _cuda() else "unavailable")
     assert rows["progress.tqdm"]["status"] == "active" and rows["progress.tqdm"]["detail"] == "on by default"
     assert rows["progress.rich"]["status"] == "available"
     # A selectable plugin whose class needs arguments is listed with its hooks, not as broken.

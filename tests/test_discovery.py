@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import ember
 from ember.core.hooks import discovery
@@ -134,7 +135,9 @@ def test_auto_selection_skips_a_broken_plugin_with_a_log_message(install: Instal
             {"thirdparty_brokengpu": "raise RuntimeError('driver missing')\n"})
     with caplog.at_level(logging.WARNING, logger="ember"):
         trainer = ember.Trainer(**dict(QUIET, accelerator="auto"))
-    assert trainer.role_identities["accelerator"] == "accelerator.cpu"
+    # what "auto" picks from the working plugins: the GPU where there is one
+    assert trainer.role_identities["accelerator"] == ("accelerator.cuda" if torch.cuda.is_available()
+                                                      else "accelerator.cpu")
     assert "accelerator.brokengpu" in caplog.text and "driver missing" in caplog.text
 
 

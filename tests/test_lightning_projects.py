@@ -123,20 +123,22 @@ def _run(name: str, root: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("name", project_runner.NAMES)
 def test_project_matches_lightning(name: str, tmp_path: Path) -> None:
     ours, theirs = _run(name, tmp_path), FIXTURE["projects"][name]
-    for field in ("global_step", "current_epoch", "status", "callback_metrics"):
+    # bitwise where the fixture was recorded; elsewhere another build's or processor's kernels may round the last
+    # bit of float32 differently: the same values to float32 precision
+    same: Callable[[Any, Any], bool] = (lambda a, b: a == b) if RECORDED_ON_THIS_TORCH else _close
+    for field in ("global_step", "current_epoch", "status"):
         assert ours[field] == theirs[field], f"{name}: {field}"
+    assert same(ours["callback_metrics"], theirs["callback_metrics"]), f"{name}: callback_metrics"
     for key, value in theirs["returned"].items():
         if (name, key) in ROUNDED:
-            assert ours["returned"][key] != value, f"now equal: remove {(name, key)} from ROUNDED"
+            if RECORDED_ON_THIS_TORCH:
+                assert ours["returned"][key] != value, f"now equal: remove {(name, key)} from ROUNDED"
             assert _close(ours["returned"][key], value), f"{name}: {key}"
         else:
-            assert ours["returned"][key] == value, f"{name}: {key}"
+            assert same(ours["returned"][key], value), f"{name}: {key}"
     assert sorted(ours["returned"]) == sorted(theirs["returned"])
     assert _comparable(ours["calls"]) == _comparable(theirs["calls"]), f"{name}: hook calls"
-    if RECORDED_ON_THIS_TORCH:
-        assert ours["weights"] == theirs["weights"], f"{name}: final weights differ"
-    else:  # another torch's kernels may round the last bit differently: the same weights, to float32 precision
-        assert _close(ours["weights"], theirs["weights"]), f"{name}: final weights differ"
+    assert same(ours["weights"], theirs["weights"]), f"{name}: final weights differ"
 
 
 def test_differences_are_still_there(tmp_path: Path) -> None:

@@ -107,8 +107,8 @@ def _fit(**trainer: object) -> tuple[object, torch.nn.Module]:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
     model = Model()
-    t = pl.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                   enable_model_summary=False, **trainer)
+    t = pl.Trainer(**{"max_steps": 2, "accelerator": "cpu", "logger": False, "enable_checkpointing": False,
+                      "enable_progress_bar": False, "enable_model_summary": False, **trainer})
     t.fit(model, DataLoader(TensorDataset(torch.randn(8, 4)), batch_size=4))
     return t, model
 

@@ -31,17 +31,22 @@ _IMPORT = re.compile(r"^(\s*)(import|from)\s+(\S+)(.*)$")
 
 
 def cpu_model() -> str:
-    """The processor's model name (Linux), or the platform's word for it: weights are bitwise equal only on the
-    processor a fixture was recorded on."""
+    """The processor's model name (Linux), or the platform's word for it, and the instruction set torch's CPU
+    kernels use on it (``AVX2``, ``AVX512``, ...): weights are bitwise equal only where both are those a fixture
+    was recorded with."""
     import platform
 
+    import torch
+
+    name = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return f"{name} ({torch.backends.cpu.get_cpu_capability()})"
 
 
 def source(name: str) -> str:

@@ -22,7 +22,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import scenarios  # noqa: E402  (next to this file)
+import project_runner  # noqa: E402  (next to this file)
+import scenarios  # noqa: E402
 
 
 def framework() -> scenarios.Framework:
@@ -76,7 +77,8 @@ def main() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     fw = framework()
     results = {name: scenarios.run(fw, s) for name, s in scenarios.SCENARIOS.items()}
-    loop = {"lightning": L.__version__, "torch": torch.__version__, "scenarios": results}
+    loop = {"lightning": L.__version__, "torch": torch.__version__, "cpu": project_runner.cpu_model(),
+            "scenarios": results}
     (HERE / "loop.json").write_text(readable(loop) + "\n")
     (HERE / "surface.json").write_text(json.dumps(surface(), indent=1) + "\n")
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 
-from ember.cli_config import DataModule, Model, option_type, trainer_kwargs
+from ember.cli_config import DataModule, Model, keep_unset, option_type, trainer_kwargs
 from ember.core.api.trainer import Trainer
 from ember.core.hooks.options import declared_options
 from ember.core.loop.seed import seed_everything
@@ -144,7 +144,8 @@ class SaveConfigCallback:
                                    "`LightningCLI(save_config_callback=None)`, or set "
                                    '`LightningCLI(save_config_kwargs={"overwrite": True})`.')
             os.makedirs(trainer.log_dir, exist_ok=True)
-            self.parser.save(self.config, path, skip_none=False, overwrite=self.overwrite, multifile=self.multifile)
+            self.parser.save(self.config, path, **keep_unset(self.parser, "save"), overwrite=self.overwrite,
+                             multifile=self.multifile)
         self.save_config(trainer, trainer.module, stage)
         self.already_saved = True
 

@@ -8,7 +8,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
-from ember.plugins.accelerators import device_index
+from ember.plugins.accelerators import device_index, leave_on_cpu
 
 
 class CUDAAccelerator:
@@ -35,6 +35,7 @@ class CUDAAccelerator:
     def setup_device(self, device: torch.device) -> None:
         torch.cuda.set_device(device)
 
-    @hookimpl
-    def teardown(self) -> None:
+    @hookimpl(trylast=True)  # after every other teardown, which may still use the module on the device
+    def teardown(self, trainer: Any) -> None:
+        leave_on_cpu(trainer)
         torch.cuda.empty_cache()

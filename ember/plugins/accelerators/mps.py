@@ -8,6 +8,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins.accelerators import leave_on_cpu
 
 
 def _available() -> bool:
@@ -33,3 +34,7 @@ class MPSAccelerator:
     @hookimpl
     def root_device(self) -> torch.device:
         return torch.device("mps", 0)
+
+    @hookimpl(trylast=True)  # after every other teardown, which may still use the module on the device
+    def teardown(self, trainer: Any) -> None:
+        leave_on_cpu(trainer)
