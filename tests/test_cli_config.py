@@ -7,6 +7,7 @@ import csv
 import os
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 import yaml
