@@ -248,3 +248,19 @@ def test_sanity_check_leaves_the_cuda_random_state_untouched() -> None:
 
     fit(DrawsOnGpu(), accelerator="cuda", num_sanity_val_steps=1, callbacks=[Check()], max_steps=1)
     assert checked == [True]
+
+
+def test_root_device_is_known_once_the_trainer_is_built() -> None:
+    """As Lightning's ``trainer.root_device``: the selected accelerator's answer before any run."""
+
+    class IndexedCPU:
+        role = "accelerator"
+        identity = "accelerator.indexed-cpu"
+
+        @ember.hookimpl
+        def root_device(self, trainer: Any) -> torch.device:
+            return torch.device("cpu", trainer.local_rank)
+
+    trainer = ember.Trainer(**QUIET, accelerator=IndexedCPU())
+    assert trainer.root_device == torch.device("cpu", 0)
+    assert ember.Trainer(**QUIET, accelerator="cpu").root_device == torch.device("cpu")
