@@ -150,14 +150,15 @@ def test_a_subclass_of_a_built_in_callback_takes_lightning_style_hooks(tmp_path)
     assert seen == [("start", "TinyClassifier"), ("stop", "TinyClassifier")]
 
 
-def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders():
+def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders(tmp_path):
     import os
 
     from ember.lightning.pytorch.callbacks import LearningRateMonitor
     from ember.lightning.pytorch.demos.boring_classes import BoringDataModule
 
     monitor = LearningRateMonitor(log_momentum=True)
-    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 2}, callbacks=[monitor])
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 2, "logger": "csv", "default_root_dir": tmp_path},
+                            callbacks=[monitor])  # the monitor needs a logger, as Lightning's does
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     assert list(monitor.lrs) == ["lr-SGD"] and len(monitor.lrs["lr-SGD"]) == 2
     assert list(monitor.last_momentum_values) == ["lr-SGD-momentum"]

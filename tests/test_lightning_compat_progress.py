@@ -1,0 +1,147 @@
+"""Lightning's behaviour of the progress bar, Timer and LearningRateMonitor, as Lightning's own tests of them
+(callbacks/progress/test_tqdm_progress_bar.py, callbacks/test_timer.py, callbacks/test_lr_monitor.py) rely on."""
+
+from __future__ import annotations
+
+import logging
+import time
+from unittest import mock
+
+import pytest
+import torch
+
+import ember
+from ember.plugins.callbacks import LearningRateMonitor, Timer
+from ember.testing import TinyClassifier, tiny_loaders
+
+QUIET = {"accelerator": "cpu", "num_sanity_val_steps": 0, "enable_progress_bar": False, "enable_model_summary": False}
+
+
+# -- LearningRateMonitor -----------------------------------------------------------------------------------
+
+
+class TwoAdams(TinyClassifier):
+    """Two Adam optimizers stepped by hand in every batch; a StepLR each when ``schedulers``."""
+
+    def __init__(self, schedulers: bool = False, names: tuple[str | None, str | None] = (None, None)) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.schedulers, self.names = schedulers, names
+
+    def training_step(self, batch, batch_idx):
+        for opt in self.optimizers():
+            loss = super().training_step(batch, batch_idx)
+            loss = loss["loss"] if isinstance(loss, dict) else loss
+            opt.zero_grad()
+            self.manual_backward(loss)
+            opt.step()
+
+    def configure_optimizers(self):
+        opts = [torch.optim.Adam(self.parameters(), lr=0.01), torch.optim.Adam(self.parameters(), lr=0.01)]
+        if not self.schedulers:
+            return opts
+        return opts, [{"scheduler": torch.optim.lr_scheduler.StepLR(o, 1), "name": n}
+                      for o, n in zip(opts, self.names, strict=True)]
+
+
+def fit(model, callbacks, tmp_path, n=56, **kwargs):
+    args = {**QUIET, "max_epochs": 2, "logger": "csv", "default_root_dir": tmp_path, **kwargs}
+    trainer = ember.Trainer(callbacks=callbacks, **args)
+    trainer.fit(model, tiny_loaders(n=n)[0])
+    return trainer
+
+
+def test_lr_monitor_needs_a_logger():
+    with pytest.raises(ember.ConfigurationError, match="`Trainer` that has no logger"):
+        ember.Trainer(**QUIET, logger=False, callbacks=[LearningRateMonitor()]).fit(
+            TinyClassifier(), tiny_loaders(n=8)[0])
+
+
+def test_lr_monitor_names_and_the_steps_whose_metrics_are_written(tmp_path):
+    monitor = LearningRateMonitor(logging_interval="step")
+    trainer = fit(TwoAdams(), [monitor], tmp_path, log_every_n_steps=2)  # 7 batches, 2 optimizer steps each
+    assert list(monitor.lrs) == ["lr-Adam", "lr-Adam-1"]
+    # every second batch that stepped is a logging step: 14 // 2
+    assert trainer.global_step == 28 and [len(v) for v in monitor.lrs.values()] == [7, 7]
+
+
+def test_lr_monitor_takes_a_scheduler_name_as_it_is(tmp_path):
+    monitor = LearningRateMonitor(logging_interval="epoch")
+    fit(TwoAdams(schedulers=True, names=("mine", None)), [monitor], tmp_path)
+    assert list(monitor.lrs) == ["mine", "lr-Adam"]
+    assert monitor.lrs == {"mine": [0.01, 0.01], "lr-Adam": [0.01, 0.01]}  # manual optimization: no scheduler step
+
+
+def test_lr_monitor_momentum_warning_and_group_names(tmp_path):
+    class Grouped(TinyClassifier):
+        def configure_optimizers(self):
+            first, *rest = self.parameters()
+            return torch.optim.Adagrad([{"params": [first], "name": "head"}, {"params": rest}], lr=0.1)
+
+    monitor = LearningRateMonitor(log_momentum=True)
+    with pytest.warns(RuntimeWarning, match="optimizers do not have momentum."):
+        fit(Grouped(), [monitor], tmp_path, n=16, max_epochs=1)
+    assert list(monitor.lrs) == ["lr-Adagrad/head", "lr-Adagrad/pg2"]
+    assert monitor.last_momentum_values == {"lr-Adagrad/head-momentum": 0.0, "lr-Adagrad/pg2-momentum": 0.0}
+
+
+def test_lr_monitor_refuses_repeated_group_names(tmp_path):
+    class Same(TinyClassifier):
+        def configure_optimizers(self):
+            first, *rest = self.parameters()
+            return torch.optim.SGD([{"params": [first], "name": "a"}, {"params": rest, "name": "a"}], lr=0.1)
+
+    with pytest.raises(ember.ConfigurationError, match="identical `name` values"):
+        fit(Same(), [LearningRateMonitor()], tmp_path, n=8)
+
+
+def test_lr_monitor_continues_a_single_group_as_pg1_when_groups_are_added(tmp_path):
+    class Growing(TinyClassifier):
+        def configure_optimizers(self):
+            params = list(self.parameters())
+            self.rest = params[1:]
+            return torch.optim.SGD(params[:1], lr=0.1)
+
+    class AddGroup(ember.Callback):
+        def on_train_epoch_start(self, trainer, pl_module):
+            if trainer.current_epoch == 1:
+                trainer.optimizers[0].add_param_group({"params": pl_module.rest, "lr": 0.5})
+
+    monitor = LearningRateMonitor(logging_interval="epoch")
+    fit(Growing(), [AddGroup(), monitor], tmp_path, n=8, max_epochs=2)
+    assert monitor.lrs == {"lr-SGD/pg1": [0.1, 0.1], "lr-SGD/pg2": [0.5]}
+
+
+# -- Timer -------------------------------------------------------------------------------------------------
+
+
+def test_timer_spent_budget_stops_the_fit_before_its_first_batch(caplog):
+    trainer = ember.Trainer(max_epochs=3, logger=False, callbacks=[Timer(duration=0, interval="epoch")], **QUIET)
+    with caplog.at_level(logging.INFO):
+        trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    assert (trainer.current_epoch, trainer.global_step) == (0, 0)
+    assert "Time limit reached." in caplog.text and "Signaling Trainer to stop." in caplog.text
+
+
+def test_timer_counts_the_sanity_check_as_validation():
+    timer = Timer()
+    trainer = ember.Trainer(max_steps=2, logger=False, callbacks=[timer],
+                            **{**QUIET, "num_sanity_val_steps": 2})
+    train, val = tiny_loaders(n=64)
+    trainer.fit(TinyClassifier(), train, val)  # no validation run but the sanity check
+    assert timer.time_elapsed("validate") > 0
+
+
+def test_timer_clock_is_the_lightning_module_time():
+    from ember.lightning.pytorch.callbacks import timer as lightning_timer
+
+    start = time.monotonic()
+    with mock.patch("ember.lightning.pytorch.callbacks.timer.time") as clock:
+        clock.monotonic.return_value = start
+        timer = Timer(duration=10)
+        timer.on_train_start(trainer=mock.Mock(), pl_module=mock.Mock())  # Lightning's arguments, by name
+        clock.monotonic.return_value = start + 3
+        assert timer.time_elapsed() == 3 and timer.time_remaining() == 7
+    assert lightning_timer.time is time
+    import ember.plugins.callbacks.timer as ember_timer
+    assert ember_timer.time is time
