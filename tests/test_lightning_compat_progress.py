@@ -145,3 +145,56 @@ def test_timer_clock_is_the_lightning_module_time():
     assert lightning_timer.time is time
     import ember.plugins.callbacks.timer as ember_timer
     assert ember_timer.time is time
+
+
+# -- TQDMProgressBar ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("asked", "env", "expected"), [
+    (1, {}, 1), (1, {"COLAB_GPU": "1"}, 20), (19, {"COLAB_GPU": "1"}, 19), (0, {"TQDM_MINITERS": "1"}, 1),
+    (1, {"TQDM_MINITERS": "2"}, 2), (3, {"TQDM_MINITERS": "2"}, 3),
+])
+def test_tqdm_refresh_rate_on_colab_and_from_tqdm_miniters(monkeypatch, asked, env, expected):
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+
+    for name in ("COLAB_GPU", "TQDM_MINITERS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert TQDMProgressBar(refresh_rate=asked).refresh_rate == expected
+
+
+def test_progress_bar_enable_disable_and_other_ranks(monkeypatch, capsys):
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+
+    bar = TQDMProgressBar()
+    assert bar.is_enabled and not bar.is_disabled
+    bar.disable()
+
+    def fit():
+        trainer = ember.Trainer(callbacks=[bar], max_epochs=1, logger=False, **{**QUIET, "enable_progress_bar": True})
+        trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+        return capsys.readouterr().out
+
+    assert "Epoch 1/1" not in fit() and bar.is_disabled  # stays off through setup
+    bar.enable()
+    assert "Epoch 1/1" in fit()
+    monkeypatch.setattr(ember.Trainer, "is_global_zero", property(lambda self: False))
+    assert "Epoch" not in fit() and bar.is_disabled
+
+
+def test_progress_bar_get_metrics_is_what_it_shows(tmp_path, capsys):
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+
+    class Custom(TQDMProgressBar):
+        def get_metrics(self, trainer, pl_module):
+            items = super().get_metrics(trainer, pl_module)
+            assert items.pop("v_num") == 0 and pl_module is trainer.lightning_module
+            return {**items, "mine": 123}
+
+    bar = Custom()
+    trainer = ember.Trainer(callbacks=[bar], max_epochs=1, logger="csv", default_root_dir=tmp_path,
+                            **{**QUIET, "enable_progress_bar": True})
+    trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    assert "mine=123" in capsys.readouterr().out
+    assert TQDMProgressBar().get_metrics(trainer, trainer.lightning_module)["v_num"] == 0

@@ -60,6 +60,8 @@ class ProgressBar:
         self._live: dict[str, _Count] = {}  # the bars open now, by kind ("train", "validate", ...)
         self._epoch_start = 0.0
         self._tty = False
+        self._active = False
+        self._enabled = True  # enable() / disable(); a rank other than 0 is disabled at setup
 
     # -- what subclasses implement ---------------------------------------------------------------------
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
@@ -93,12 +95,35 @@ class ProgressBar:
         total = sum(counts) if isinstance(counts, (list, tuple)) else counts
         return None if total is None or total == math.inf else int(total)
 
+    # -- Lightning's public surface of a bar ------------------------------------------------------------------
+    def enable(self) -> None:
+        """Let the bar draw (the default)."""
+        self._enabled = True
+
+    def disable(self) -> None:
+        """Draw nothing (as on ranks other than 0); a disabled bar stays so until :meth:`enable`."""
+        self._enabled = False
+        self._active = self._tty = False
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled and self.refresh_rate > 0
+
+    @property
+    def is_disabled(self) -> bool:
+        return not self.is_enabled
+
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        """The values a render shows after the counts (and the step, in training): the loggers' version as
+        ``v_num`` (see :func:`standard_metrics`) and the ``prog_bar`` metrics. Override to change them."""
+        return {**standard_metrics(trainer), **trainer.progress_bar_metrics}
+
     def metrics(self, trainer: Any) -> dict[str, Any]:
-        """What a render shows after the counts: the step (in training) and the ``prog_bar`` metrics."""
+        """What a render shows after the counts: the step (in training), then :meth:`get_metrics`."""
         out: dict[str, Any] = {}
         if trainer.state.get("fn") == "fit":
             out["step"] = trainer.global_step
-        out.update(trainer.progress_bar_metrics)
+        out.update(self.get_metrics(trainer, getattr(trainer, "lightning_module", None)))
         return out
 
     def _start(self, kind: str, total: int | None, description: str, leave: bool) -> None:
@@ -135,8 +160,10 @@ class ProgressBar:
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl
     def setup(self, trainer: Any) -> None:
-        self._tty = trainer.is_global_zero and self.is_terminal() and self.refresh_rate > 0
-        self._active = trainer.is_global_zero and self.refresh_rate > 0
+        if not trainer.is_global_zero:
+            self.disable()
+        self._active = self.is_enabled
+        self._tty = self._active and self.is_terminal()
 
     @hookimpl
     def on_train_epoch_start(self, trainer: Any) -> None:
@@ -239,6 +266,22 @@ class ProgressBar:
         state["_live"] = {kind: count.undrawn() for kind, count in self._live.items()}
         state["_file"] = None
         return state
+
+
+def standard_metrics(trainer: Any) -> dict[str, int | str]:
+    """``{"v_num": version}`` of the trainer's loggers (the last 4 characters of a string version; several loggers'
+    distinct versions joined by ``_``), or ``{}`` without a logger or a version."""
+    versions: list[Any] = []
+    for logger in getattr(trainer, "loggers", None) or []:
+        version = getattr(logger, "version", None)
+        if version not in versions:
+            versions.append(version)
+    if not versions:
+        return {}
+    version = versions[0] if len(versions) == 1 else "_".join(str(v) for v in versions)
+    if version in ("", None):
+        return {}
+    return {"v_num": version[-4:] if isinstance(version, str) else version}
 
 
 def _fmt(value: Any) -> str:
