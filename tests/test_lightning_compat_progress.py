@@ -198,3 +198,23 @@ def test_progress_bar_get_metrics_is_what_it_shows(tmp_path, capsys):
     trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
     assert "mine=123" in capsys.readouterr().out
     assert TQDMProgressBar().get_metrics(trainer, trainer.lightning_module)["v_num"] == 0
+
+
+def test_progress_bar_subclass_in_lightning_style_calls_the_base_hooks():
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+
+    class Counting(TQDMProgressBar):
+        train = val = 0
+
+        def on_train_batch_end(self, *args):  # every argument, by position
+            super().on_train_batch_end(*args)
+            self.train += 1
+
+        def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+            super().on_validation_batch_end(trainer, pl_module, outputs, batch, batch_idx, dataloader_idx)
+            self.val += 1
+
+    bar = Counting()
+    trainer = ember.Trainer(callbacks=[bar], max_epochs=2, logger=False, **{**QUIET, "enable_progress_bar": True})
+    trainer.fit(TinyClassifier(), *tiny_loaders(n=16))  # 2 training and 2 validation batches per epoch
+    assert (bar.train, bar.val) == (4, 4)

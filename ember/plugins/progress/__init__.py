@@ -158,15 +158,17 @@ class ProgressBar:
         return any(count.bar is not None for count in self._live.values())
 
     # -- hooks ---------------------------------------------------------------------------------------------
+    # The loop passes the arguments named before ``*_``; the rest takes Lightning's positional arguments, so that a
+    # Lightning-style subclass may call ``super().on_validation_batch_end(trainer, pl_module, outputs, batch, ...)``.
     @hookimpl
-    def setup(self, trainer: Any) -> None:
+    def setup(self, trainer: Any, *_: Any) -> None:
         if not trainer.is_global_zero:
             self.disable()
         self._active = self.is_enabled
         self._tty = self._active and self.is_terminal()
 
     @hookimpl
-    def on_train_epoch_start(self, trainer: Any) -> None:
+    def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
         if not self._active:
             return
         self._epoch_start = time.monotonic()
@@ -175,7 +177,7 @@ class ProgressBar:
         self._start("train", self._total(trainer.num_training_batches), title, leave=True)
 
     @hookimpl
-    def on_train_batch_end(self, trainer: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         count = self._live.get("train")  # every step: counting is all, unless a render is due
         if count is not None:
             count.n += 1
@@ -183,7 +185,7 @@ class ProgressBar:
                 self._render_if_due(trainer, "train", count, batch_idx + 1 >= trainer.num_training_batches)
 
     @hookimpl(trylast=True)
-    def on_train_epoch_end(self, trainer: Any) -> None:
+    def on_train_epoch_end(self, trainer: Any, *_: Any) -> None:
         if not self._active:
             return
         if self._tty:
@@ -199,7 +201,7 @@ class ProgressBar:
         print(", ".join(parts), file=self.file, flush=True)
 
     @hookimpl
-    def on_validation_start(self, trainer: Any) -> None:
+    def on_validation_start(self, trainer: Any, *_: Any) -> None:
         if not self._tty:
             return
         kind = "sanity" if trainer.sanity_checking else "validate"
@@ -207,12 +209,12 @@ class ProgressBar:
         self._start(kind, self._total(counts), _STAGE_TITLE[kind], leave=trainer.state.get("fn") != "fit")
 
     @hookimpl
-    def on_validation_batch_end(self, trainer: Any) -> None:
+    def on_validation_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:  # outside a terminal, validation, test and predict bars are not even counted
             self._advance(trainer, "sanity" if trainer.sanity_checking else "validate")
 
     @hookimpl
-    def on_validation_end(self, trainer: Any) -> None:
+    def on_validation_end(self, trainer: Any, *_: Any) -> None:
         kind = "sanity" if trainer.sanity_checking else "validate"
         self._finish(kind, trainer if trainer.state.get("fn") != "fit" else None)
         train = self._live.get("train")
@@ -222,39 +224,39 @@ class ProgressBar:
             self._render("train", train.bar, train.n, self.metrics(trainer))
 
     @hookimpl
-    def on_test_start(self, trainer: Any) -> None:
+    def on_test_start(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._start("test", self._total(trainer.num_test_batches), _STAGE_TITLE["test"], leave=True)
 
     @hookimpl
-    def on_test_batch_end(self, trainer: Any) -> None:
+    def on_test_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._advance(trainer, "test")
 
     @hookimpl
-    def on_test_end(self, trainer: Any) -> None:
+    def on_test_end(self, trainer: Any, *_: Any) -> None:
         self._finish("test", trainer)
 
     @hookimpl
-    def on_predict_start(self, trainer: Any) -> None:
+    def on_predict_start(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._start("predict", self._total(trainer.num_predict_batches), _STAGE_TITLE["predict"], leave=True)
 
     @hookimpl
-    def on_predict_batch_end(self, trainer: Any) -> None:
+    def on_predict_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._advance(trainer, "predict")
 
     @hookimpl
-    def on_predict_end(self) -> None:
+    def on_predict_end(self, *_: Any) -> None:
         self._finish("predict")
 
     @hookimpl
-    def on_exception(self) -> None:
+    def on_exception(self, *_: Any) -> None:
         self._close_all()
 
     @hookimpl
-    def teardown(self) -> None:
+    def teardown(self, *_: Any) -> None:
         self._close_all()
 
     def _close_all(self) -> None:
