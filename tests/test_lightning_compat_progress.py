@@ -218,3 +218,94 @@ def test_progress_bar_subclass_in_lightning_style_calls_the_base_hooks():
     trainer = ember.Trainer(callbacks=[bar], max_epochs=2, logger=False, **{**QUIET, "enable_progress_bar": True})
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))  # 2 training and 2 validation batches per epoch
     assert (bar.train, bar.val) == (4, 4)
+
+
+# -- Lightning's TQDMProgressBar (ember.lightning) -------------------------------------------------------------
+
+
+class Recording:
+    """A stand-in for ``Tqdm`` recording its values of ``n``, ``total`` and its descriptions."""
+
+    made: list[Recording] = []
+
+    def __init__(self, desc: str = "", disable: bool = False, leave: bool = True, **_: object) -> None:
+        self.desc, self.disable, self.leave = desc, disable, leave
+        self.n, self.total, self.initial = 0, None, 0
+        self.ns: list[int] = []
+        self.descriptions: list[str] = []
+        self.postfix: dict = {}
+        self.closed = False
+        Recording.made.append(self)
+
+    def reset(self, total=None):
+        self.n = 0
+        self.ns.append(0)
+
+    def refresh(self):
+        self.ns.append(self.n)
+
+    def set_description(self, desc):
+        self.descriptions.append(desc)
+
+    def set_postfix(self, values):
+        self.postfix = dict(values)
+
+    def write(self, text, **kwargs):
+        print("written:", text, **kwargs)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    from ember.lightning.pytorch.callbacks.progress import tqdm_progress
+
+    Recording.made = []
+    monkeypatch.setattr(tqdm_progress, "Tqdm", Recording)
+    return Recording
+
+
+def test_lightning_bar_counts_per_stage_and_dataloader(recording):
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    bar = TQDMProgressBar(refresh_rate=3)
+    trainer = ember.Trainer(callbacks=[bar], max_epochs=1, logger=False, limit_train_batches=5, limit_val_batches=2,
+                            **{**QUIET, "enable_progress_bar": True, "num_sanity_val_steps": 2})
+    train, val = tiny_loaders(n=64)
+    trainer.fit(TinyClassifier(), train, val)
+    assert bar.train_progress_bar.ns == [0, 3, 5] and bar.train_progress_bar.descriptions == ["Epoch 0"]
+    assert bar.val_progress_bar.ns == [0, 2] and not bar.val_progress_bar.leave
+    assert bar.val_progress_bar.descriptions == ["Validation DataLoader 0"]
+    sanity = recording.made[0]
+    assert sanity.desc == "Sanity Checking" and sanity.ns == [0, 2] and sanity.closed
+    trainer.test(TinyClassifier(), [val, val])  # two dataloaders: the bar restarts for the second
+    assert bar.test_progress_bar.descriptions == ["Testing DataLoader 0", "Testing DataLoader 1"]
+    assert bar.test_progress_bar.ns == [0, 3, 6, 8, 0, 3, 6, 8] and bar.test_progress_bar.leave  # 8 batches each
+
+
+def test_lightning_bar_leave_makes_a_bar_per_epoch(recording):
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    def bars(leave):
+        recording.made = []
+        trainer = ember.Trainer(callbacks=[TQDMProgressBar(leave=leave)], max_epochs=3, logger=False,
+                                **{**QUIET, "enable_progress_bar": True})
+        trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+        return [b for b in recording.made if b.desc == "Training"]
+
+    assert len(bars(False)) == 1 and len(bars(True)) == 4  # one at the start, then one per epoch
+
+
+def test_lightning_bar_pickles_and_off_at_refresh_rate_zero(capsys):
+    import pickle
+
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    bar = TQDMProgressBar(refresh_rate=0)
+    trainer = ember.Trainer(callbacks=[bar], max_epochs=1, logger=False, **{**QUIET, "enable_progress_bar": True})
+    trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    assert bar.train_progress_bar.disable and capsys.readouterr().out == ""
+    assert pickle.loads(pickle.dumps(bar)).refresh_rate == 0
+    with pytest.raises(TypeError, match="predict_progress_bar is not made yet"):
+        _ = bar.predict_progress_bar

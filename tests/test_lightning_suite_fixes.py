@@ -208,7 +208,7 @@ def test_refresh_rate_zero_draws_nothing_and_xla_is_a_placeholder(capsys):
 
     from ember.lightning._names import UnsupportedError
     from ember.lightning.pytorch.accelerators import XLAAccelerator
-    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar  # ember's bar (force_terminal, file)
 
     out = io.StringIO()
     bar = TQDMProgressBar(refresh_rate=0, force_terminal=True, file=out)
