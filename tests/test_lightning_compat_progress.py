@@ -309,3 +309,24 @@ def test_lightning_bar_pickles_and_off_at_refresh_rate_zero(capsys):
     assert pickle.loads(pickle.dumps(bar)).refresh_rate == 0
     with pytest.raises(TypeError, match="predict_progress_bar is not made yet"):
         _ = bar.predict_progress_bar
+
+
+def test_module_print_goes_through_the_lightning_bar(recording, capsys):
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    class Printing(TinyClassifier):
+        def training_step(self, batch, batch_idx):
+            self.print("step", batch_idx, sep="-")
+            return super().training_step(batch, batch_idx)
+
+    def fit(*callbacks):
+        trainer = ember.Trainer(callbacks=list(callbacks), max_epochs=1, logger=False, limit_train_batches=1,
+                                **{**QUIET, "enable_progress_bar": True})
+        trainer.fit(Printing(), tiny_loaders(n=16)[0])
+        return capsys.readouterr().out
+
+    assert "written: step-0" in fit(TQDMProgressBar())  # tqdm.write, above the bars
+    disabled = TQDMProgressBar()
+    disabled.disable()
+    assert "step-0" in fit(disabled) and "written" not in fit(disabled)
+    assert "step-0" in fit()  # ember's default bar: print

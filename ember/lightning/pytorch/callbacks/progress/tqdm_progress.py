@@ -155,12 +155,13 @@ class TQDMProgressBar(_EmberTQDM):
         if bar is not None:
             bar.close()
 
-    def print(self, *args: Any, sep: str = " ", **kwargs: Any) -> None:
+    def print(self, *args: Any, **kwargs: Any) -> None:
         """Write a line above the bars (``tqdm.write``), or ``print`` it when no bar is drawn."""
         bar = next((b for b in self._bars.values() if b is not None and not b.disable), None)
         if bar is None:
-            print(*args, sep=sep, **kwargs)
+            print(*args, **kwargs)
         else:
+            sep = kwargs.pop("sep", " ")
             bar.write(sep.join(map(str, args)), **kwargs)
 
     # -- events (Lightning's arguments, by position) ----------------------------------------------------------
