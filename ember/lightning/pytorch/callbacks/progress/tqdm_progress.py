@@ -139,19 +139,21 @@ class TQDMProgressBar(_EmberTQDM):
         bar.initial = 0
         bar.set_description(description)
 
-    def _advance(self, bar: Any, n: int) -> None:  # type: ignore[override]
+    def _update_bar(self, bar: Any, n: int) -> bool:
+        """Show ``n`` batches done where it is due (every ``refresh_rate`` batches, and at the last); whether it was."""
         if bar is None or not self.is_enabled or not (n % self.refresh_rate == 0 or n == bar.total):
-            return
+            return False
         if not bar.disable:
             bar.n = n
             bar.refresh()
+        return True
 
     def _new_dataloader(self, index: int) -> bool:
         changed, self._dataloader = self._dataloader != index, index
         return changed
 
-    def _close(self, kind: str, bar: Any = None) -> None:  # type: ignore[override]
-        bar = self._bars.get(kind) if bar is None else bar
+    def _close_bar(self, kind: str) -> None:
+        bar = self._bars[kind]
         if bar is not None:
             bar.close()
 
@@ -175,8 +177,8 @@ class TQDMProgressBar(_EmberTQDM):
         self.train_progress_bar = Tqdm(disable=True)  # no training yet: a bar that draws nothing
 
     def on_sanity_check_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close("val")
-        self._close("train")
+        self._close_bar("val")
+        self._close_bar("train")
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         self.train_progress_bar = self.init_train_tqdm()
@@ -188,19 +190,17 @@ class TQDMProgressBar(_EmberTQDM):
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         bar = self._bars["train"]
-        n = batch_idx + 1
-        if bar is not None and self.is_enabled and (n % self.refresh_rate == 0 or n == bar.total):
-            self._advance(bar, n)
+        if self._update_bar(bar, batch_idx + 1):
             bar.set_postfix(self.get_metrics(trainer, pl_module))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if not self.train_progress_bar.disable:
             self.train_progress_bar.set_postfix(self.get_metrics(trainer, pl_module))
         if self.leave:
-            self._close("train")
+            self._close_bar("train")
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close("train")
+        self._close_bar("train")
 
     def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
         if not trainer.sanity_checking:
@@ -219,10 +219,10 @@ class TQDMProgressBar(_EmberTQDM):
 
     def on_validation_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
                                 dataloader_idx: int = 0) -> None:
-        self._advance(self._bars["val"], batch_idx + 1)
+        self._update_bar(self._bars["val"], batch_idx + 1)
 
     def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close("val")
+        self._close_bar("val")
         self._dataloader = None
         if self._bars["train"] is not None and trainer.state.fn == "fit":
             self.train_progress_bar.set_postfix(self.get_metrics(trainer, pl_module))
@@ -236,10 +236,10 @@ class TQDMProgressBar(_EmberTQDM):
 
     def on_test_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
                           dataloader_idx: int = 0) -> None:
-        self._advance(self._bars["test"], batch_idx + 1)
+        self._update_bar(self._bars["test"], batch_idx + 1)
 
     def on_test_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close("test")
+        self._close_bar("test")
         self._dataloader = None
 
     def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
@@ -251,15 +251,15 @@ class TQDMProgressBar(_EmberTQDM):
 
     def on_predict_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int,
                              dataloader_idx: int = 0) -> None:
-        self._advance(self._bars["predict"], batch_idx + 1)
+        self._update_bar(self._bars["predict"], batch_idx + 1)
 
     def on_predict_end(self, trainer: Any, pl_module: Any) -> None:
-        self._close("predict")
+        self._close_bar("predict")
         self._dataloader = None
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         for kind in _KINDS:
-            self._close(kind)
+            self._close_bar(kind)
 
     def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         self._dataloader = None
