@@ -52,7 +52,7 @@ def test_lr_monitor_logs_the_lr_of_every_step(tmp_path):
          for s in range(1, 8)]
 
 
-def test_lr_monitor_per_epoch_with_momentum_and_names():
+def test_lr_monitor_per_epoch_with_momentum_and_names(tmp_path):
     class Named(TinyClassifier):
         def configure_optimizers(self):
             opt = torch.optim.Adam(self.parameters(), lr=0.01, betas=(0.8, 0.99))
@@ -63,13 +63,15 @@ def test_lr_monitor_per_epoch_with_momentum_and_names():
 
     class Spy:
         def on_train_epoch_end(self, trainer):
-            seen.append({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("lr-")})
+            seen.append({k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("decay")})
 
     monitor = LearningRateMonitor(log_momentum=True, log_weight_decay=True)
-    trainer = ember.Trainer(max_epochs=3, logger=False, callbacks=[monitor, Spy()], **QUIET)
+    trainer = ember.Trainer(max_epochs=3, logger="csv", default_root_dir=tmp_path, callbacks=[monitor, Spy()],
+                            **QUIET)
     trainer.fit(Named(), tiny_loaders(n=16)[0])
-    assert [d["lr-decay"] for d in seen] == pytest.approx([0.01, 0.001, 0.0001])
-    assert seen[0]["lr-decay-momentum"] == pytest.approx(0.8) and seen[0]["lr-decay-weight_decay"] == 0.0
+    # a scheduler's name is the logged name as it is (Lightning's)
+    assert [d["decay"] for d in seen] == pytest.approx([0.01, 0.001, 0.0001])
+    assert seen[0]["decay-momentum"] == pytest.approx(0.8) and seen[0]["decay-weight_decay"] == 0.0
     with pytest.raises(ember.ConfigurationError, match="logging_interval"):
         LearningRateMonitor(logging_interval="batch")
 
@@ -139,9 +141,14 @@ def test_max_time_stops_training_mid_epoch():
 
 
 def test_timer_epoch_interval_and_state():
-    timer = Timer(duration=0, interval="epoch", verbose=False)
+    class Slow(TinyClassifier):
+        def training_step(self, batch, batch_idx):
+            time.sleep(0.01)
+            return super().training_step(batch, batch_idx)
+
+    timer = Timer(duration=0.005, interval="epoch", verbose=False)
     trainer = ember.Trainer(max_epochs=5, logger=False, callbacks=[timer], **QUIET)
-    trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    trainer.fit(Slow(), tiny_loaders(n=16)[0])  # spent during the first batch, checked at the epoch's end
     assert trainer.current_epoch == 1 and trainer.global_step == 2
     restored = Timer()
     restored.load_state_dict(timer.state_dict())

@@ -150,14 +150,15 @@ def test_a_subclass_of_a_built_in_callback_takes_lightning_style_hooks(tmp_path)
     assert seen == [("start", "TinyClassifier"), ("stop", "TinyClassifier")]
 
 
-def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders():
+def test_lr_monitor_keeps_lightning_history_and_datamodule_describes_its_loaders(tmp_path):
     import os
 
     from ember.lightning.pytorch.callbacks import LearningRateMonitor
     from ember.lightning.pytorch.demos.boring_classes import BoringDataModule
 
     monitor = LearningRateMonitor(log_momentum=True)
-    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 2}, callbacks=[monitor])
+    trainer = ember.Trainer(**{**FAST_TRAINER_ARGS, "max_epochs": 2, "logger": "csv", "default_root_dir": tmp_path},
+                            callbacks=[monitor])  # the monitor needs a logger, as Lightning's does
     trainer.fit(TinyClassifier(), *tiny_loaders(n=16))
     assert list(monitor.lrs) == ["lr-SGD"] and len(monitor.lrs["lr-SGD"]) == 2
     assert list(monitor.last_momentum_values) == ["lr-SGD-momentum"]
@@ -207,7 +208,7 @@ def test_refresh_rate_zero_draws_nothing_and_xla_is_a_placeholder(capsys):
 
     from ember.lightning._names import UnsupportedError
     from ember.lightning.pytorch.accelerators import XLAAccelerator
-    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar  # ember's bar (force_terminal, file)
 
     out = io.StringIO()
     bar = TQDMProgressBar(refresh_rate=0, force_terminal=True, file=out)

@@ -18,7 +18,7 @@ ALIASES = {
     "ModelSummary": ("ember.plugins.callbacks.model_summary", "ModelSummary"),
     "Timer": ("ember.plugins.callbacks.timer", "Timer"),
     "StochasticWeightAveraging": ("ember.plugins.callbacks.swa", "SWA"),
-    "TQDMProgressBar": ("ember.plugins.progress.tqdm_bar", "TQDMProgressBar"),
+    "TQDMProgressBar": ("ember.lightning.pytorch.callbacks.progress.tqdm_progress", "TQDMProgressBar"),
     "RichProgressBar": ("ember.plugins.progress.rich_bar", "RichProgressBar"),
     "ProgressBar": ("ember.plugins.progress", "ProgressBar"),
     # built for Lightning's names, on ember's hooks (ember.lightning.pytorch.callbacks.*)

@@ -246,10 +246,12 @@ class Module(HyperparametersMixin, torch.nn.Module):
                      add_dataloader_idx=add_dataloader_idx)
 
     def print(self, *args: Any, **kwargs: Any) -> None:
-        """``print`` on global rank 0 only."""
+        """``print`` on global rank 0 only; through the progress bar's ``print`` where it has one (Lightning's
+        ``TQDMProgressBar`` writes above its bars)."""
         trainer = self.__dict__.get("_trainer")
         if trainer is None or trainer.is_global_zero:
-            print(*args, **kwargs)
+            bar = trainer.progress_bar_callback if trainer is not None else None
+            getattr(bar, "print", print)(*args, **kwargs)
 
     # -- optimization ------------------------------------------------------------------------------------
     def optimizers(self) -> Any:

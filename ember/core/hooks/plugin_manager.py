@@ -160,8 +160,9 @@ class PluginManager(pluggy.PluginManager):
             params = inspect.signature(getattr(plugin, name)).parameters.values()
         except (TypeError, ValueError):
             return False
-        return any(p.name not in spec.argnames for p in params
-                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
+        # (``def on_validation_batch_end(self, *args)``: Lightning's style, the arguments by position)
+        return any(p.kind is p.VAR_POSITIONAL or p.name not in spec.argnames for p in params
+                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) and p.default is p.empty)
 
     def _take_by_position(self, plugin: Any, name: str, opts: dict, style: str) -> dict:
         """A Lightning-style method whose parameter names do not match the spec: its spec-named copy is put in the

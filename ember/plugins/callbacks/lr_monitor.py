@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -10,18 +11,25 @@ from ember.hookspecs import hookimpl
 
 
 class LearningRateMonitor:
-    """Log ``lr-<Optimizer>`` (``lr-<Optimizer>/pg<i>`` with several parameter groups, ``lr-<name>`` for a
-    scheduler given a ``name``) through the Trainer's logging, so the values reach every logger at the
-    ``log_every_n_steps`` cadence and ``trainer.callback_metrics``.
+    """Log every parameter group's learning rate through the Trainer's logging, so the values reach every logger
+    and ``trainer.callback_metrics``.
 
-    :param logging_interval: ``"step"`` (before every optimizer step), ``"epoch"`` (at the start of each
-        epoch), or None: per step if any scheduler steps per step, else per epoch.
-    :param log_momentum: also log ``momentum-<Optimizer>`` (``betas[0]`` for Adam-style optimizers).
-    :param log_weight_decay: also log ``weight_decay-<Optimizer>``.
+    Names: ``lr-<Optimizer>`` (``lr-<Optimizer>-1``, ``-2``, ... for further optimizers of the same class), the
+    scheduler's ``name`` as it is when its configuration gives one; with several parameter groups
+    ``<name>/pg1``, ``<name>/pg2``, ... (or ``<name>/<group name>`` for a group with a ``"name"`` key; a single
+    group with a ``"name"`` gets it too). When parameter groups are added during a fit (fine-tuning), the values
+    logged so far under ``<name>`` continue under ``<name>/pg1``.
 
-    The values are Python floats read from the optimizers' parameter groups: no device synchronisation. After a
-    fit, ``lrs`` holds every learning rate logged, per name (Lightning's attribute), and ``last_momentum_values``
-    and ``last_weight_decay_values`` the last momentum and weight decay logged per name (None when not logged).
+    :param logging_interval: ``"step"`` (before the training batches whose step metrics are written, every
+        ``log_every_n_steps`` batches that step an optimizer), ``"epoch"`` (at the start of each epoch), or None:
+        each scheduler's optimizer at its scheduler's interval, optimizers without a scheduler at both.
+    :param log_momentum: also log ``<name>-momentum`` (``betas[0]`` for Adam-style optimizers, 0 for optimizers
+        without momentum, which a ``RuntimeWarning`` points out).
+    :param log_weight_decay: also log ``<name>-weight_decay``.
+
+    The Trainer needs a logger. The values are Python floats read from the optimizers' parameter groups: no device
+    synchronisation. ``lrs`` holds every learning rate logged, per name, and ``last_momentum_values`` and
+    ``last_weight_decay_values`` the last momentum and weight decay logged per name (None when not logged).
     """
 
     identity = "callback.lr-monitor"
@@ -34,56 +42,112 @@ class LearningRateMonitor:
         self.logging_interval = logging_interval
         self.log_momentum = log_momentum
         self.log_weight_decay = log_weight_decay
-        self._names: list[tuple[Any, list[str]]] = []
-        self._interval = "epoch"
         self.lrs: dict[str, list[float]] = {}
         self.last_momentum_values: dict[str, float | None] = {}
         self.last_weight_decay_values: dict[str, float | None] = {}
+        self._stepped = 0  # training batches that stepped an optimizer: the step logging's cadence
+        self._step_before = 0
 
     @hookimpl
     def on_train_start(self, trainer: Any) -> None:
-        configs = {id(c.scheduler.optimizer): c for c in trainer.lr_scheduler_configs
-                   if getattr(c.scheduler, "optimizer", None) is not None}
-        if self.logging_interval is not None:
-            self._interval = self.logging_interval
-        else:
-            self._interval = "step" if any(c.interval == "step" for c in trainer.lr_scheduler_configs) else "epoch"
-        seen: Counter[str] = Counter()
-        self._names = []
-        for opt in trainer.optimizers:
-            config = configs.get(id(opt))
-            base = (config.name if config is not None and config.name else type(opt).__name__)
-            seen[base] += 1
-            if seen[base] > 1:
-                base = f"{base}-{seen[base] - 1}"
-            groups = opt.param_groups
-            names = [base if len(groups) == 1 else f"{base}/pg{i + 1}" for i in range(len(groups))]
-            self._names.append((opt, names))
-        every = [name for _, names in self._names for name in names]
-        self.lrs = {f"lr-{name}": [] for name in every}
-        self.last_momentum_values = {f"lr-{name}-momentum": None for name in every}
-        self.last_weight_decay_values = {f"lr-{name}-weight_decay": None for name in every}
+        if not trainer.loggers:
+            raise ConfigurationError("LearningRateMonitor was given to a `Trainer` that has no logger: pass a "
+                                     "logger, or leave the callback out.")
+        if self.log_momentum:
+            optimizers = ([c.scheduler.optimizer for c in trainer.lr_scheduler_configs]
+                          if trainer.lr_scheduler_configs else list(trainer.optimizers))
+            if any("momentum" not in _inner(o).defaults and "betas" not in _inner(o).defaults for o in optimizers):
+                warnings.warn("LearningRateMonitor(log_momentum=True): some optimizers do not have momentum. "
+                              "Their momentum is logged as 0.", RuntimeWarning, stacklevel=2)
+        self._stepped = trainer.global_step
+        names = [name for _, group_names, _ in self._entries(trainer) for name in group_names]
+        self.lrs = {name: [] for name in names}
+        self.last_momentum_values = {f"{name}-momentum": None for name in names}
+        self.last_weight_decay_values = {f"{name}-weight_decay": None for name in names}
 
     @hookimpl
     def on_train_batch_start(self, trainer: Any) -> None:
-        if self._interval == "step":
-            self._log(trainer, on_step=True)
+        self._step_before = trainer.global_step
+        if self.logging_interval == "epoch":
+            return
+        every = trainer.log_every_n_steps
+        if (self._stepped + 1) % every == 0 or trainer.should_stop:
+            self._log(trainer, "step" if self.logging_interval is None else None, on_step=True)
+
+    @hookimpl
+    def on_train_batch_end(self, trainer: Any) -> None:
+        if trainer.global_step != self._step_before:
+            self._stepped += 1
 
     @hookimpl
     def on_train_epoch_start(self, trainer: Any) -> None:
-        if self._interval == "epoch":
-            self._log(trainer, on_step=False)
+        if self.logging_interval != "step":
+            self._log(trainer, "epoch" if self.logging_interval is None else None, on_step=False)
 
-    def _log(self, trainer: Any, on_step: bool) -> None:
-        for opt, names in self._names:
+    def _entries(self, trainer: Any) -> list[tuple[Any, list[str], str | None]]:
+        """(optimizer, a name per parameter group, its scheduler's interval or None): the optimizers of the
+        schedulers first, in the schedulers' order, then the optimizers without a scheduler."""
+        entries: list[tuple[Any, list[str], str | None]] = []
+        seen: list[Any] = []
+        of_class: Counter[type] = Counter()
+        for config in trainer.lr_scheduler_configs:
+            opt = _inner(config.scheduler.optimizer)
+            entries.append((opt, _group_names(opt, config.name, seen, of_class), config.interval))
+        for opt in map(_inner, trainer.optimizers):
+            if not any(opt is other for other in seen):
+                entries.append((opt, _group_names(opt, None, seen, of_class), None))
+        return entries
+
+    def _log(self, trainer: Any, interval: str | None, on_step: bool) -> None:
+        """Log the optimizers of schedulers stepping at ``interval`` (all where None) and those without one."""
+        entries = self._entries(trainer)
+        self._carry_over([name for _, names, _ in entries for name in names])
+        for opt, names, sched_interval in entries:
+            if sched_interval is not None and interval is not None and sched_interval != interval:
+                continue
+            betas = "betas" in opt.defaults
             for group, name in zip(opt.param_groups, names, strict=True):
-                stats = {f"lr-{name}": group["lr"]}
-                self.lrs.setdefault(f"lr-{name}", []).append(float(group["lr"]))
+                stats = {name: float(group["lr"])}
+                self.lrs[name].append(stats[name])
                 if self.log_momentum:
-                    momentum = group.get("betas", (group.get("momentum", 0.0),))[0]
-                    stats[f"lr-{name}-momentum"] = self.last_momentum_values[f"lr-{name}-momentum"] = float(momentum)
+                    momentum = group["betas"][0] if betas else group.get("momentum", 0.0)
+                    stats[f"{name}-momentum"] = self.last_momentum_values[f"{name}-momentum"] = float(momentum)
                 if self.log_weight_decay:
                     decay = float(group.get("weight_decay", 0.0))
-                    stats[f"lr-{name}-weight_decay"] = self.last_weight_decay_values[f"lr-{name}-weight_decay"] = decay
+                    stats[f"{name}-weight_decay"] = self.last_weight_decay_values[f"{name}-weight_decay"] = decay
                 for key, value in stats.items():
-                    trainer.log(key, float(value), on_step=on_step, on_epoch=not on_step)
+                    trainer.log(key, value, on_step=on_step, on_epoch=not on_step)
+
+    def _carry_over(self, names: list[str]) -> None:
+        """Give ``lrs`` a list per name: a new name is added at the end, and an optimizer that now has several
+        parameter groups moves the list of its single group to the end as ``<name>/pg1``."""
+        for name in names:
+            if name.endswith("/pg1") and name[:-4] in self.lrs:
+                self.lrs[name] = self.lrs.pop(name[:-4])
+            elif name not in self.lrs:
+                self.lrs[name] = []
+
+
+def _inner(opt: Any) -> Any:
+    """The torch optimizer of a wrapper (a DeepSpeed or a Lightning-style wrapped optimizer), or ``opt``."""
+    inner = getattr(opt, "optimizer", None)
+    return inner if inner is not None and hasattr(inner, "param_groups") else opt
+
+
+def _group_names(opt: Any, scheduler_name: str | None, seen: list[Any], of_class: Counter[type]) -> list[str]:
+    seen.append(opt)
+    if scheduler_name is None:
+        of_class[type(opt)] += 1
+    base = scheduler_name if scheduler_name is not None else f"lr-{type(opt).__name__}"
+    if of_class[type(opt)] > 1:
+        base = f"{base}-{of_class[type(opt)] - 1}"
+    groups = opt.param_groups
+    labels = [group.get("name", f"pg{i}") for i, group in enumerate(groups, start=1)]
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        raise ConfigurationError(f"A single `Optimizer` cannot have multiple parameter groups with identical `name` "
+                                 f"values: {base} repeats {', '.join(map(repr, repeated))}. Give each group its own "
+                                 "name.")
+    if len(groups) > 1:
+        return [f"{base}/{label}" for label in labels]
+    return [f"{base}/{groups[0]['name']}" if groups[0].get("name") else base]

@@ -16,9 +16,11 @@ _STAGES = ("train", "validate", "test", "predict")
 
 
 class Timer:
-    """Stop training once ``duration`` has passed, checked after every training batch (``interval="step"``)
-    or at the end of each epoch (``interval="epoch"``). Validation time counts towards the budget, as does
-    the time of earlier runs restored from a checkpoint.
+    """Stop training once ``duration`` has passed, checked when the fit starts (a budget spent by the runs
+    restored from a checkpoint stops it before its first batch), then after every training batch
+    (``interval="step"``) or at the end of each epoch (``interval="epoch"``). Validation time counts towards the
+    budget, as does the time of earlier runs restored from a checkpoint. The ``"validate"`` stage's time includes
+    the sanity check's (Lightning's).
 
     :param duration: a ``timedelta``, ``"DD:HH:MM:SS"``, a dict such as ``{"hours": 2}``, seconds, or None to
         take ``Trainer(max_time=...)`` (None there too: only measure).
@@ -26,7 +28,9 @@ class Timer:
     :param verbose: log when the budget ends training.
 
     ``time_elapsed(stage)``, ``time_remaining()``, ``start_time(stage)`` and ``end_time(stage)`` answer in
-    seconds (stages: ``"train"``, ``"validate"``, ``"test"``, ``"predict"``).
+    seconds (stages: ``"train"``, ``"validate"``, ``"test"``, ``"predict"``). The clock is ``time.monotonic`` of
+    this module (of ``lightning.pytorch.callbacks.timer`` too, where a test may patch it). The event methods also
+    take Lightning's ``(trainer, pl_module)`` when called directly.
     """
 
     identity = "callback.timer"
@@ -93,39 +97,42 @@ class Timer:
         if self._start[stage] is not None and self._end[stage] is None:
             self._end[stage] = time.monotonic()
 
+    # (``trainer=None, pl_module=None``: the arguments of a direct call in Lightning's style; the loop passes none)
     @hookimpl
-    def on_train_start(self) -> None:
+    def on_train_start(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._begin("train")
 
     @hookimpl
-    def on_train_end(self) -> None:
+    def on_train_end(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._stop("train")
 
     @hookimpl
-    def on_validation_start(self, trainer: Any) -> None:
-        if not trainer.sanity_checking:
-            self._begin("validate")
+    def on_validation_start(self, trainer: Any = None, pl_module: Any = None) -> None:
+        self._begin("validate")
 
     @hookimpl
-    def on_validation_end(self, trainer: Any) -> None:
-        if not trainer.sanity_checking:
-            self._stop("validate")
+    def on_validation_end(self, trainer: Any = None, pl_module: Any = None) -> None:
+        self._stop("validate")
 
     @hookimpl
-    def on_test_start(self) -> None:
+    def on_test_start(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._begin("test")
 
     @hookimpl
-    def on_test_end(self) -> None:
+    def on_test_end(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._stop("test")
 
     @hookimpl
-    def on_predict_start(self) -> None:
+    def on_predict_start(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._begin("predict")
 
     @hookimpl
-    def on_predict_end(self) -> None:
+    def on_predict_end(self, trainer: Any = None, pl_module: Any = None) -> None:
         self._stop("predict")
+
+    @hookimpl
+    def on_fit_start(self, trainer: Any) -> None:
+        self._check(trainer)  # whatever the interval: a budget restored already spent stops the fit now
 
     @hookimpl
     def on_train_batch_end(self, trainer: Any) -> None:
@@ -146,5 +153,6 @@ class Timer:
         if out:
             trainer.should_stop = True
             if self.verbose and trainer.is_global_zero:
-                log.warning("Time limit reached. %s of training at epoch %d, step %d: stopping.", self._duration,
-                            trainer.current_epoch, trainer.global_step)
+                spent = datetime.timedelta(seconds=int(self.time_elapsed("train")))
+                log.warning("Time limit reached. %s of training (limit %s) at epoch %d, step %d. Signaling Trainer "
+                            "to stop.", spent, self._duration, trainer.current_epoch, trainer.global_step)

@@ -60,6 +60,8 @@ class ProgressBar:
         self._live: dict[str, _Count] = {}  # the bars open now, by kind ("train", "validate", ...)
         self._epoch_start = 0.0
         self._tty = False
+        self._active = False
+        self._enabled = True  # enable() / disable(); a rank other than 0 is disabled at setup
 
     # -- what subclasses implement ---------------------------------------------------------------------
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
@@ -93,12 +95,35 @@ class ProgressBar:
         total = sum(counts) if isinstance(counts, (list, tuple)) else counts
         return None if total is None or total == math.inf else int(total)
 
+    # -- Lightning's public surface of a bar ------------------------------------------------------------------
+    def enable(self) -> None:
+        """Let the bar draw (the default)."""
+        self._enabled = True
+
+    def disable(self) -> None:
+        """Draw nothing (as on ranks other than 0); a disabled bar stays so until :meth:`enable`."""
+        self._enabled = False
+        self._active = self._tty = False
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled and self.refresh_rate > 0
+
+    @property
+    def is_disabled(self) -> bool:
+        return not self.is_enabled
+
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        """The values a render shows after the counts (and the step, in training): the loggers' version as
+        ``v_num`` (see :func:`standard_metrics`) and the ``prog_bar`` metrics. Override to change them."""
+        return {**standard_metrics(trainer), **trainer.progress_bar_metrics}
+
     def metrics(self, trainer: Any) -> dict[str, Any]:
-        """What a render shows after the counts: the step (in training) and the ``prog_bar`` metrics."""
+        """What a render shows after the counts: the step (in training), then :meth:`get_metrics`."""
         out: dict[str, Any] = {}
         if trainer.state.get("fn") == "fit":
             out["step"] = trainer.global_step
-        out.update(trainer.progress_bar_metrics)
+        out.update(self.get_metrics(trainer, getattr(trainer, "lightning_module", None)))
         return out
 
     def _start(self, kind: str, total: int | None, description: str, leave: bool) -> None:
@@ -133,13 +158,17 @@ class ProgressBar:
         return any(count.bar is not None for count in self._live.values())
 
     # -- hooks ---------------------------------------------------------------------------------------------
+    # The loop passes the arguments named before ``*_``; the rest takes Lightning's positional arguments, so that a
+    # Lightning-style subclass may call ``super().on_validation_batch_end(trainer, pl_module, outputs, batch, ...)``.
     @hookimpl
-    def setup(self, trainer: Any) -> None:
-        self._tty = trainer.is_global_zero and self.is_terminal() and self.refresh_rate > 0
-        self._active = trainer.is_global_zero and self.refresh_rate > 0
+    def setup(self, trainer: Any, *_: Any) -> None:
+        if not trainer.is_global_zero:
+            self.disable()
+        self._active = self.is_enabled
+        self._tty = self._active and self.is_terminal()
 
     @hookimpl
-    def on_train_epoch_start(self, trainer: Any) -> None:
+    def on_train_epoch_start(self, trainer: Any, *_: Any) -> None:
         if not self._active:
             return
         self._epoch_start = time.monotonic()
@@ -148,7 +177,7 @@ class ProgressBar:
         self._start("train", self._total(trainer.num_training_batches), title, leave=True)
 
     @hookimpl
-    def on_train_batch_end(self, trainer: Any, batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         count = self._live.get("train")  # every step: counting is all, unless a render is due
         if count is not None:
             count.n += 1
@@ -156,7 +185,7 @@ class ProgressBar:
                 self._render_if_due(trainer, "train", count, batch_idx + 1 >= trainer.num_training_batches)
 
     @hookimpl(trylast=True)
-    def on_train_epoch_end(self, trainer: Any) -> None:
+    def on_train_epoch_end(self, trainer: Any, *_: Any) -> None:
         if not self._active:
             return
         if self._tty:
@@ -172,7 +201,7 @@ class ProgressBar:
         print(", ".join(parts), file=self.file, flush=True)
 
     @hookimpl
-    def on_validation_start(self, trainer: Any) -> None:
+    def on_validation_start(self, trainer: Any, *_: Any) -> None:
         if not self._tty:
             return
         kind = "sanity" if trainer.sanity_checking else "validate"
@@ -180,12 +209,12 @@ class ProgressBar:
         self._start(kind, self._total(counts), _STAGE_TITLE[kind], leave=trainer.state.get("fn") != "fit")
 
     @hookimpl
-    def on_validation_batch_end(self, trainer: Any) -> None:
+    def on_validation_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:  # outside a terminal, validation, test and predict bars are not even counted
             self._advance(trainer, "sanity" if trainer.sanity_checking else "validate")
 
     @hookimpl
-    def on_validation_end(self, trainer: Any) -> None:
+    def on_validation_end(self, trainer: Any, *_: Any) -> None:
         kind = "sanity" if trainer.sanity_checking else "validate"
         self._finish(kind, trainer if trainer.state.get("fn") != "fit" else None)
         train = self._live.get("train")
@@ -195,39 +224,39 @@ class ProgressBar:
             self._render("train", train.bar, train.n, self.metrics(trainer))
 
     @hookimpl
-    def on_test_start(self, trainer: Any) -> None:
+    def on_test_start(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._start("test", self._total(trainer.num_test_batches), _STAGE_TITLE["test"], leave=True)
 
     @hookimpl
-    def on_test_batch_end(self, trainer: Any) -> None:
+    def on_test_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._advance(trainer, "test")
 
     @hookimpl
-    def on_test_end(self, trainer: Any) -> None:
+    def on_test_end(self, trainer: Any, *_: Any) -> None:
         self._finish("test", trainer)
 
     @hookimpl
-    def on_predict_start(self, trainer: Any) -> None:
+    def on_predict_start(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._start("predict", self._total(trainer.num_predict_batches), _STAGE_TITLE["predict"], leave=True)
 
     @hookimpl
-    def on_predict_batch_end(self, trainer: Any) -> None:
+    def on_predict_batch_end(self, trainer: Any, *_: Any) -> None:
         if self._tty:
             self._advance(trainer, "predict")
 
     @hookimpl
-    def on_predict_end(self) -> None:
+    def on_predict_end(self, *_: Any) -> None:
         self._finish("predict")
 
     @hookimpl
-    def on_exception(self) -> None:
+    def on_exception(self, *_: Any) -> None:
         self._close_all()
 
     @hookimpl
-    def teardown(self) -> None:
+    def teardown(self, *_: Any) -> None:
         self._close_all()
 
     def _close_all(self) -> None:
@@ -239,6 +268,22 @@ class ProgressBar:
         state["_live"] = {kind: count.undrawn() for kind, count in self._live.items()}
         state["_file"] = None
         return state
+
+
+def standard_metrics(trainer: Any) -> dict[str, int | str]:
+    """``{"v_num": version}`` of the trainer's loggers (the last 4 characters of a string version; several loggers'
+    distinct versions joined by ``_``), or ``{}`` without a logger or a version."""
+    versions: list[Any] = []
+    for logger in getattr(trainer, "loggers", None) or []:
+        version = getattr(logger, "version", None)
+        if version not in versions:
+            versions.append(version)
+    if not versions:
+        return {}
+    version = versions[0] if len(versions) == 1 else "_".join(str(v) for v in versions)
+    if version in ("", None):
+        return {}
+    return {"v_num": version[-4:] if isinstance(version, str) else version}
 
 
 def _fmt(value: Any) -> str:

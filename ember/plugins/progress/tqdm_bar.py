@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -16,7 +17,8 @@ class TQDMProgressBar(ProgressBar):
     """Bars for training epochs, validation, testing and prediction: the description (``Epoch 3/10``),
     the count, elapsed and remaining time, the rate (it/s), the step and the ``prog_bar`` metrics.
 
-    :param refresh_rate: render at most every this many batches (0: draw nothing).
+    :param refresh_rate: render at most every this many batches (0: draw nothing); 20 for the default on Google
+        Colab, and at least ``TQDM_MINITERS`` where that variable is set.
     :param min_interval: and at most every this many seconds.
     :param force_terminal: draw bars even when the output is not a terminal (True), or never (False).
     :param file: where to write (``sys.stdout`` at the time of the run by default).
@@ -34,7 +36,7 @@ class TQDMProgressBar(ProgressBar):
 
     def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
                  file: TextIO | None = None) -> None:
-        super().__init__(refresh_rate, min_interval, force_terminal, file)
+        super().__init__(_refresh_rate(refresh_rate), min_interval, force_terminal, file)
 
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
         if not leave and self.min_interval > 0:
@@ -73,6 +75,17 @@ class TQDMProgressBar(ProgressBar):
         bar.set_postfix_str(_postfix(postfix), refresh=False)
         bar.n = n
         bar.close()
+
+
+def _refresh_rate(asked: int) -> int:
+    """The refresh rate in effect, as Lightning's bar resolves it: the default of 1 becomes 20 on Google Colab
+    (``COLAB_GPU`` set), where frequent renders crash the notebook; ``TQDM_MINITERS`` raises it (and turns on a bar
+    asked for 0)."""
+    if os.environ.get("COLAB_GPU") and asked == 1:
+        return 20
+    if "TQDM_MINITERS" in os.environ:
+        return max(int(os.environ["TQDM_MINITERS"]), asked)
+    return asked
 
 
 class _Deferred:

@@ -1,9 +1,10 @@
-"""``lightning.pytorch.callbacks.progress``: ember's progress bars by Lightning's names."""
+"""``lightning.pytorch.callbacks.progress``: the progress bars by Lightning's names (``TQDMProgressBar`` with
+Lightning's behaviour, see :mod:`.tqdm_progress`)."""
 
 from __future__ import annotations
 
+from ember.lightning.pytorch.callbacks.progress.tqdm_progress import TQDMProgressBar
 from ember.plugins.progress import ProgressBar
 from ember.plugins.progress.rich_bar import RichProgressBar
-from ember.plugins.progress.tqdm_bar import TQDMProgressBar
 
 __all__ = ["ProgressBar", "RichProgressBar", "TQDMProgressBar"]
