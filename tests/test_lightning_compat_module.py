@@ -228,3 +228,47 @@ def test_from_datasets_builds_the_dataloaders() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         pl.LightningDataModule.from_datasets(train, batch_size=4, num_workers=0).train_dataloader()
+
+
+def test_lightning_optimizer_wraps_an_optimizer_as_an_instance_of_its_class() -> None:
+    from ember.lightning.pytorch.core.optimizer import LightningOptimizer
+
+    layer = torch.nn.Linear(3, 4)
+    adam = torch.optim.Adam(layer.parameters(), lr=0.1)
+    wrapped = LightningOptimizer(adam)
+    assert isinstance(wrapped, LightningOptimizer) and isinstance(wrapped, torch.optim.Adam)
+    assert wrapped.optimizer is adam and repr(wrapped) == "Lightning" + repr(adam)
+    assert wrapped.state is adam.state and wrapped.param_groups is adam.param_groups
+    assert wrapped.defaults is adam.defaults
+    adam.param_groups[0]["lr"] = 1.0
+    saved = adam.state_dict()
+    other = LightningOptimizer(torch.optim.Adam(layer.parameters(), lr=100))
+    other.load_state_dict(saved)
+    assert other.param_groups[0]["lr"] == 1.0 and other.optimizer.param_groups[0]["lr"] == 1.0
+    layer(torch.randn(2, 3)).sum().backward()
+    assert wrapped.step(closure=lambda: torch.tensor(2.0)) == torch.tensor(2.0)  # the optimizer's own step
+
+
+def test_optimizers_in_a_run_are_lightning_optimizers(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.core.optimizer import LightningOptimizer
+
+    seen: list[Any] = []
+
+    class Manual(Boring):
+        def __init__(self) -> None:
+            super().__init__()
+            self.automatic_optimization = False
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            opt = self.optimizers()
+            seen.append(opt)
+            opt.zero_grad()
+            self.manual_backward(self.layer(batch[0]).sum())
+            opt.step()
+
+    model = Manual()
+    pl.Trainer(accelerator="cpu", default_root_dir=str(tmp_path), max_epochs=1, logger=False,
+               enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False).fit(model)
+    assert seen and all(isinstance(o, LightningOptimizer) and isinstance(o, torch.optim.SGD) for o in seen)
+    assert model.trainer.global_step == 2
+    assert str(seen[0]).startswith("LightningSGD (")

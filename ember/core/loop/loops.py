@@ -316,7 +316,7 @@ class Loops:
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
         t.model = module if model is None else model
-        self.manual_optimizers = [ManualOptimizer(self.training, o) for o in optimizers]
+        self.manual_optimizers = [ManualOptimizer(o, self.training) for o in optimizers]
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
