@@ -272,3 +272,28 @@ def test_optimizers_in_a_run_are_lightning_optimizers(tmp_path: Path) -> None:
     assert seen and all(isinstance(o, LightningOptimizer) and isinstance(o, torch.optim.SGD) for o in seen)
     assert model.trainer.global_step == 2
     assert str(seen[0]).startswith("LightningSGD (")
+
+
+@pytest.mark.parametrize(("trainer_args", "clip_args", "message"), [
+    ({"gradient_clip_val": 1e-4}, {"gradient_clip_val": 1e-2},
+     r"gradient_clip_val=0.0001\)` and have passed `clip_gradients\(gradient_clip_val=0.01"),
+    ({"gradient_clip_algorithm": "norm"}, {"gradient_clip_algorithm": "value"},
+     r"gradient_clip_algorithm='norm'\)` and have passed `clip_gradients\(gradient_clip_algorithm='value'"),
+])
+def test_clip_gradients_arguments_that_disagree_with_the_trainer(tmp_path: Path, trainer_args: dict,
+                                                                 clip_args: dict, message: str) -> None:
+    class Clipping(Boring):
+        def configure_gradient_clipping(self, optimizer: Any, gradient_clip_val: Any = None,
+                                        gradient_clip_algorithm: Any = None) -> None:
+            self.clip_gradients(optimizer, **clip_args)
+
+    trainer = pl.Trainer(accelerator="cpu", default_root_dir=str(tmp_path), max_epochs=1, logger=False,
+                         enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+                         **trainer_args)
+    with pytest.raises(ConfigurationError, match=message):
+        trainer.fit(Clipping())
+
+
+def test_unattached_module_says_so() -> None:
+    with pytest.raises(RuntimeError, match="is not attached to a `Trainer`"):
+        _ = Boring().trainer

@@ -55,7 +55,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     def trainer(self) -> RunningTrainer:
         trainer = self.__dict__.get("_trainer")
         if trainer is None and not self.__dict__.get("_jit_is_scripting"):  # TorchScript inspects every property
-            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
+            raise RuntimeError(f"{type(self).__name__} is not attached to a `Trainer`: call trainer.fit(...) first.")
         return trainer  # type: ignore[return-value]  # None only while TorchScript inspects the class
 
     @trainer.setter
@@ -194,8 +194,16 @@ class Module(HyperparametersMixin, torch.nn.Module):
         elif cfg.gradient_clip_val is not None and cfg.gradient_clip_val != gradient_clip_val:
             from ember.core.errors import ConfigurationError
 
-            raise ConfigurationError(f"Trainer(gradient_clip_val={cfg.gradient_clip_val!r}) and "
-                                     f"clip_gradients(gradient_clip_val={gradient_clip_val!r}) disagree; pass one.")
+            raise ConfigurationError(f"You set `Trainer(gradient_clip_val={cfg.gradient_clip_val!r})` and have passed "
+                                     f"`clip_gradients(gradient_clip_val={gradient_clip_val!r})`: they disagree, "
+                                     "so set only one of them.")
+        if gradient_clip_algorithm is not None and cfg.gradient_clip_algorithm is not None and \
+                gradient_clip_algorithm.lower() != cfg.gradient_clip_algorithm.lower():
+            from ember.core.errors import ConfigurationError
+
+            raise ConfigurationError(f"You set `Trainer(gradient_clip_algorithm={cfg.gradient_clip_algorithm!r})` and "
+                                     f"have passed `clip_gradients(gradient_clip_algorithm={gradient_clip_algorithm!r})"
+                                     "`: they disagree, so set only one of them.")
         algorithm = (gradient_clip_algorithm or cfg.gradient_clip_algorithm or "norm").lower()
         if not gradient_clip_val:
             return None
