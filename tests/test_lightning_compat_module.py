@@ -297,3 +297,31 @@ def test_clip_gradients_arguments_that_disagree_with_the_trainer(tmp_path: Path,
 def test_unattached_module_says_so() -> None:
     with pytest.raises(RuntimeError, match="is not attached to a `Trainer`"):
         _ = Boring().trainer
+
+
+def test_hooks_set_on_the_object_as_callable_objects_are_called(tmp_path: Path) -> None:
+    """A callback or module whose hooks are replaced, per object, by ``functools.partial`` wrappers (as Lightning's
+    hook-recording tests do): accepted by the Trainer, and called with the hook's arguments."""
+    import functools
+
+    called: list[tuple[str, int]] = []
+
+    def record(hook: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        called.append((hook, len(args) + len(kwargs)))
+        return fn(*args, **kwargs)
+
+    def wrap(obj: Any, names: list[str], prefix: str) -> None:
+        for name in names:
+            attr = getattr(obj, name)
+            wrapper = functools.partial(record, prefix + name, attr)
+            functools.update_wrapper(wrapper, attr)
+            setattr(obj, name, wrapper)
+
+    callback = pl.Callback()
+    wrap(callback, ["on_fit_start", "on_train_batch_end"], "Callback.")
+    model = Boring()
+    wrap(model, ["on_train_start", "on_train_batch_start", "configure_model"], "")
+    pl.Trainer(accelerator="cpu", default_root_dir=str(tmp_path), max_steps=1, logger=False, callbacks=[callback],
+               enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False).fit(model)
+    assert called == [("configure_model", 0), ("Callback.on_fit_start", 2), ("on_train_start", 0),
+                      ("on_train_batch_start", 2), ("Callback.on_train_batch_end", 5)]
