@@ -9,11 +9,16 @@ restored when a fit resumes.
 
 from __future__ import annotations
 
+import inspect
 import os
-from collections.abc import Mapping, Sized
+from collections.abc import Callable, Mapping, Sized
 from typing import Any
 
-from ember.core.api.module import HyperparametersMixin
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from ember.core.api.hparams import HyperparametersMixin
+from ember.core.errors import ConfigurationError
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 
@@ -22,6 +27,54 @@ class DataModule(HyperparametersMixin):
 
     #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
     trainer: Any = None
+    #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's keys).
+    CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
+    CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
+    CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    def __getattr__(self, name: str) -> Any:
+        # A dataloader method the DataModule lacks: hasattr() answers False (an AttributeError), and calling it
+        # says what is missing (a ConfigurationError, Lightning's MisconfigurationException)
+        if name in _LOADER_METHODS:
+            raise MissingDataloaderError(f"`{name}` must be implemented in {type(self).__name__} (or its dataset "
+                                         f"given to from_datasets) before the DataModule can be asked for it.")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @classmethod
+    def from_datasets(cls, train_dataset: Any = None, val_dataset: Any = None, test_dataset: Any = None,
+                      predict_dataset: Any = None, batch_size: int = 1, num_workers: int = 0,
+                      **datamodule_kwargs: Any) -> Any:
+        """A DataModule whose dataloaders serve these datasets (each a ``Dataset``, or a list/dict of them for
+        several dataloaders), ``batch_size`` and ``num_workers`` in each, shuffled for training (unless
+        iterable). ``batch_size``/``num_workers`` also go to ``cls.__init__`` where it takes them, with
+        ``datamodule_kwargs``."""
+        params = inspect.signature(cls.__init__).parameters
+        special = {"batch_size": batch_size, "num_workers": num_workers}
+        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            special = {k: v for k, v in special.items() if k in params}
+        datamodule = cls(**datamodule_kwargs, **special)
+        for method, datasets, shuffle in (("train_dataloader", train_dataset, True),
+                                          ("val_dataloader", val_dataset, False),
+                                          ("test_dataloader", test_dataset, False),
+                                          ("predict_dataloader", predict_dataset, False)):
+            if datasets is not None:
+                setattr(datamodule, method, _loaders_of(datasets, shuffle, batch_size, num_workers))
+        return datamodule
+
+    @classmethod
+    def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
+                             hparams_file: Any = None, weights_only: bool | None = True, checkpoint_io: Any = "torch",
+                             **overrides: Any) -> Any:
+        """Build the DataModule from a checkpoint: ``cls(**saved hyperparameters, **overrides)``, then its
+        ``load_state_dict`` with the state the checkpoint keeps for it. ``map_location`` and ``hparams_file``
+        are Lightning's and unused (the file is read to the CPU; its hyperparameters come from the checkpoint)."""
+        from ember.core.checkpointing.checkpoint_format import load_datamodule
+
+        return load_datamodule(cls, checkpoint_path, weights_only=weights_only is not False,
+                               checkpoint_io=checkpoint_io, **overrides)
 
     @base_hook
     def state_dict(self) -> dict[str, Any]:
@@ -51,6 +104,28 @@ class DataModule(HyperparametersMixin):
                     text = _size(loaders)
             lines.append(f"{{{label} dataloader: {text}}}")
         return os.linesep.join(lines)
+
+
+_LOADER_METHODS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
+
+
+class MissingDataloaderError(ConfigurationError, AttributeError):
+    """A DataModule was asked for a dataloader method it does not define."""
+
+
+def _loaders_of(datasets: Any, shuffle: bool, batch_size: int, num_workers: int) -> Callable[[], Any]:
+    def loader(dataset: Dataset) -> DataLoader:
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle and not isinstance(dataset, IterableDataset),
+                          num_workers=num_workers, pin_memory=torch.cuda.is_available())
+
+    def dataloaders() -> Any:
+        if isinstance(datasets, Mapping):
+            return {key: loader(ds) for key, ds in datasets.items()}
+        if isinstance(datasets, (list, tuple)):
+            return [loader(ds) for ds in datasets]
+        return loader(datasets)
+
+    return dataloaders
 
 
 def _size(loader: Any) -> str:

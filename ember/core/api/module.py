@@ -13,106 +13,18 @@ position, as LightningModule's do (:mod:`ember.core.hooks.positional`); the over
 from __future__ import annotations
 
 import contextlib
-import copy
-import inspect
 import os
-from argparse import Namespace
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core.api.hparams import AttributeDict, HyperparametersMixin
 from ember.core.hooks.plugin_manager import EVENT_HOOKS, NOT_CALLED
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 if TYPE_CHECKING:
     from ember.core.loop.parts import RunningTrainer
-
-
-class AttributeDict(dict):
-    """A dict whose keys are also attributes (``self.hparams.lr``)."""
-
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self[key]
-        except KeyError as exc:
-            raise AttributeError(f"no hyperparameter {key!r}; saved: {sorted(self)}") from exc
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        self[key] = value
-
-
-def _init_arguments(frame: Any) -> dict[str, Any]:
-    """The arguments of one ``__init__`` call (its named parameters, then the contents of its ``**kwargs``)."""
-    info = inspect.getargvalues(frame)
-    values: dict[str, Any] = {n: info.locals[n] for n in info.args if n != "self" and n in info.locals}
-    if info.keywords:
-        values.update(info.locals.get(info.keywords, {}))
-    return values
-
-
-def _init_frames(caller: Any) -> list[Any]:
-    """``caller`` and the ``__init__`` calls of the same object that led to it (a subclass's ``__init__`` calling
-    its base's through ``super().__init__``), outermost first."""
-    frames = [caller]
-    owner = caller.f_locals.get("self", _NO_SELF)
-    frame = caller.f_back
-    while frame is not None and frame.f_code.co_name == "__init__" and frame.f_locals.get("self", None) is owner:
-        frames.append(frame)
-        frame = frame.f_back
-    return frames[::-1]
-
-
-_NO_SELF = object()
-
-
-def hparams_of_caller(caller: Any, args: tuple[Any, ...], ignore: str | list[str] | None) -> dict[str, Any]:
-    """The hyperparameters ``save_hyperparameters(*args, ignore=...)`` stores, read from the frame ``caller``:
-    the arguments of every ``__init__`` of the object on the way to it (a subclass's override a base's), the
-    ones named in ``args``, or the contents of a single mapping or ``Namespace`` passed in ``args``."""
-    values: dict[str, Any] = {}
-    for frame in _init_frames(caller) if caller.f_code.co_name == "__init__" else [caller]:
-        values.update(_init_arguments(frame))
-    ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-    if args and all(isinstance(a, str) for a in args):
-        values = {k: v for k, v in values.items() if k in args}
-    elif len(args) == 1 and isinstance(args[0], (Mapping, Namespace)):
-        values = dict(vars(args[0]) if isinstance(args[0], Namespace) else args[0])
-    else:
-        values = {k: v for k, v in values.items() if not isinstance(v, (torch.nn.Module, torch.Tensor))}
-    return {k: v for k, v in values.items() if k not in ignored}
-
-
-class HyperparametersMixin:
-    """``hparams`` and ``save_hyperparameters``, shared by :class:`Module` and ``ember.DataModule``."""
-
-    #: Where a checkpoint keeps the hyperparameters (``checkpoint["hyper_parameters"]``), by Lightning's name.
-    CHECKPOINT_HYPER_PARAMS_KEY = "hyper_parameters"
-
-    @property
-    def hparams(self) -> AttributeDict:
-        return self.__dict__.setdefault("_hparams", AttributeDict())
-
-    def save_hyperparameters(self, *args: Any, ignore: str | list[str] | None = None, frame: Any = None,
-                             logger: bool = True) -> None:
-        """Store the ``__init__`` arguments of the caller in ``self.hparams`` (all of them, or those named).
-
-        Modules and tensors are skipped unless named; ``ignore`` removes names. Saved in checkpoints and
-        passed to loggers' ``log_hyperparams`` (``logger=False``: not passed to loggers).
-        """
-        if frame is None:
-            current = inspect.currentframe()
-            assert current is not None and current.f_back is not None
-            frame = current.f_back
-        self.hparams.update(hparams_of_caller(frame, args, ignore))
-        self.__dict__["_hparams_initial"] = copy.deepcopy(dict(self.hparams))
-        self.__dict__["_log_hyperparams"] = logger
-
-    @property
-    def hparams_initial(self) -> AttributeDict:
-        """A copy of ``hparams`` as ``save_hyperparameters`` stored them (later changes to ``hparams`` do not show
-        here); empty before it is called."""
-        return AttributeDict(copy.deepcopy(self.__dict__.get("_hparams_initial", {})))
 
 
 class Module(HyperparametersMixin, torch.nn.Module):
@@ -143,7 +55,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     def trainer(self) -> RunningTrainer:
         trainer = self.__dict__.get("_trainer")
         if trainer is None and not self.__dict__.get("_jit_is_scripting"):  # TorchScript inspects every property
-            raise RuntimeError(f"{type(self).__name__} is not attached to a Trainer: call trainer.fit(...) first.")
+            raise RuntimeError(f"{type(self).__name__} is not attached to a `Trainer`: call trainer.fit(...) first.")
         return trainer  # type: ignore[return-value]  # None only while TorchScript inspects the class
 
     @trainer.setter
@@ -284,8 +196,16 @@ class Module(HyperparametersMixin, torch.nn.Module):
         elif cfg.gradient_clip_val is not None and cfg.gradient_clip_val != gradient_clip_val:
             from ember.core.errors import ConfigurationError
 
-            raise ConfigurationError(f"Trainer(gradient_clip_val={cfg.gradient_clip_val!r}) and "
-                                     f"clip_gradients(gradient_clip_val={gradient_clip_val!r}) disagree; pass one.")
+            raise ConfigurationError(f"You set `Trainer(gradient_clip_val={cfg.gradient_clip_val!r})` and have passed "
+                                     f"`clip_gradients(gradient_clip_val={gradient_clip_val!r})`: they disagree, "
+                                     "so set only one of them.")
+        if gradient_clip_algorithm is not None and cfg.gradient_clip_algorithm is not None and \
+                gradient_clip_algorithm.lower() != cfg.gradient_clip_algorithm.lower():
+            from ember.core.errors import ConfigurationError
+
+            raise ConfigurationError(f"You set `Trainer(gradient_clip_algorithm={cfg.gradient_clip_algorithm!r})` and "
+                                     f"have passed `clip_gradients(gradient_clip_algorithm={gradient_clip_algorithm!r})"
+                                     "`: they disagree, so set only one of them.")
         algorithm = (gradient_clip_algorithm or cfg.gradient_clip_algorithm or "norm").lower()
         if not gradient_clip_val:
             return None
@@ -387,7 +307,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
     # -- checkpoints -------------------------------------------------------------------------------------
     @classmethod
     def load_from_checkpoint(cls, checkpoint_path: str | os.PathLike, map_location: Any = None,
-                             strict: bool | None = None, weights_only: bool = True, checkpoint_io: Any = "torch",
+                             strict: bool | None = None, weights_only: bool | None = True, checkpoint_io: Any = "torch",
                              **overrides: Any) -> Any:
         """Build the module from a checkpoint: ``cls(**saved hyperparameters, **overrides)``, then its weights.
 
@@ -401,7 +321,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         from ember.core.checkpointing.checkpoint_format import load_module
 
         return load_module(cls, checkpoint_path, map_location=map_location, strict=strict,
-                           weights_only=weights_only, checkpoint_io=checkpoint_io, **overrides)
+                           weights_only=weights_only is not False, checkpoint_io=checkpoint_io, **overrides)
 
     # -- export (ember.export) ------------------------------------------------------------------------------
     def to_onnx(self, file_path: str | os.PathLike, input_sample: Any = None, **kwargs: Any) -> str:

@@ -37,8 +37,8 @@ from ember.core.checkpointing.checkpoint_format import (
     check_format,
     check_optimizer_state,
     check_weights,
+    hparams_entries,
     note_weights,
-    plain_hparams,
     read,
     weights_known,
 )
@@ -148,9 +148,7 @@ class Checkpointing:
             "state_dict": module.state_dict(),
             "plugins": {},
         }
-        hparams = plain_hparams(module, self._warned_hparams)
-        if hparams:  # as in Lightning, no key without saved hyperparameters
-            checkpoint["hyper_parameters"] = hparams
+        checkpoint.update(hparams_entries((module, t.datamodule), self._warned_hparams))
         if not weights_only:
             checkpoint["optimizer_states"] = [o.state_dict() for o in t.optimizers]
             checkpoint["lr_schedulers"] = [c.scheduler.state_dict() for c in t.lr_scheduler_configs]

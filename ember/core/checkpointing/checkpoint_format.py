@@ -9,6 +9,7 @@ reads it without running code; :func:`make_plain` checks that before anything is
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import warnings
@@ -133,6 +134,23 @@ def plain_hparams(module: Any, warned: set[str] | None = None) -> dict[str, Any]
                           f"{key}=...) or exclude it with save_hyperparameters(ignore=[{key!r}]).",
                           EmberWarning, stacklevel=4)
     return out
+
+
+def hparams_entries(objects: Any, warned: set[str] | None = None) -> dict[str, Any]:
+    """The checkpoint entries of the hyperparameters of the module and the DataModule (``objects``, None where
+    there is none), each under its class's ``CHECKPOINT_HYPER_PARAMS_KEY`` (``hyper_parameters``,
+    ``datamodule_hyper_parameters``), with the ``__init__`` argument a single dict or Namespace came in under
+    ``CHECKPOINT_HYPER_PARAMS_NAME``. As in Lightning, none for an object without hyperparameters."""
+    entries: dict[str, Any] = {}
+    for obj in objects:
+        hparams = plain_hparams(obj, warned) if obj is not None else None
+        if not hparams:
+            continue
+        entries[getattr(obj, "CHECKPOINT_HYPER_PARAMS_KEY", "hyper_parameters")] = hparams
+        name_key = getattr(obj, "CHECKPOINT_HYPER_PARAMS_NAME", None)
+        if name_key and "_hparams_name" in vars(obj):
+            entries[name_key] = vars(obj)["_hparams_name"]
+    return entries
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -284,6 +302,58 @@ def check_weights(module: Any, state: Mapping[str, Any], path: str, checkpoint: 
           "folder's hparams.yaml, where a logger wrote one).")
 
 
+class BuildError(CheckpointError, TypeError):
+    """The saved hyperparameters (and the keywords given) do not build the class: its ``__init__`` refused them."""
+
+
+#: Where checkpoints of old Lightning versions kept a module's hyperparameters.
+_PAST_HPARAMS_KEYS = ("hparams", "module_arguments")
+
+
+def build_from_hparams(cls: type, checkpoint: Mapping[str, Any], path: str, overrides: dict[str, Any]) -> Any:
+    """``cls`` built from the hyperparameters saved in ``checkpoint`` under the class's keys, ``overrides`` winning:
+    a single dict or Namespace argument is passed as that argument again (the ``hparams_name`` entry), and names
+    the class's ``__init__`` does not take are dropped unless it takes ``**kwargs``."""
+    key = getattr(cls, "CHECKPOINT_HYPER_PARAMS_KEY", "hyper_parameters")
+    loaded: dict[str, Any] = {}
+    if key == "hyper_parameters":
+        for past in _PAST_HPARAMS_KEYS:
+            if isinstance(checkpoint.get(past), Mapping):
+                loaded.update(checkpoint[past])
+    loaded.update(checkpoint.get(key) or {})
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    named = [n for i, (n, p) in enumerate(params.items())
+             if i > 0 and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    as_one = checkpoint.get(getattr(cls, "CHECKPOINT_HYPER_PARAMS_NAME", "hparams_name"))
+    kwargs: dict[str, Any] = {as_one: loaded} if as_one and as_one in named else dict(loaded)
+    kwargs.update(overrides)
+    if not takes_any:
+        kwargs = {k: v for k, v in kwargs.items() if k in named}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise BuildError(f"could not build {cls.__name__}(**{sorted(kwargs)}) from {path}: {exc}. The "
+                         "checkpoint's hyperparameters come from save_hyperparameters(); pass missing or "
+                         "renamed arguments to load_from_checkpoint as keywords.") from exc
+
+
+def load_datamodule(cls: type, path: str | os.PathLike, weights_only: bool = True, checkpoint_io: Any = "torch",
+                    **overrides: Any) -> Any:
+    """``DataModule.load_from_checkpoint``: ``cls`` built from the DataModule's saved hyperparameters
+    (``overrides`` win), its ``load_state_dict`` given the state the checkpoint keeps for it."""
+    path = os.fspath(path)
+    checkpoint = check_format(read(storage_manager(checkpoint_io), None, path, weights_only), path,
+                              allow_lightning=True)
+    datamodule = build_from_hparams(cls, checkpoint, path, overrides)
+    plugins = checkpoint.get("plugins")
+    state = plugins.get("datamodule") if isinstance(plugins, Mapping) else None
+    state = checkpoint.get(cls.__qualname__, state)
+    if state:
+        datamodule.load_state_dict(state)
+    return datamodule
+
+
 def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool | None = True,
                 weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
     """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
@@ -291,14 +361,7 @@ def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, st
     path = os.fspath(path)
     checkpoint = check_format(read(storage_manager(checkpoint_io), None, path, weights_only), path,
                               allow_lightning=True)
-    hparams = dict(checkpoint.get("hyper_parameters") or {})
-    kwargs = {**hparams, **overrides}
-    try:
-        module = cls(**kwargs)
-    except TypeError as exc:
-        raise CheckpointError(f"could not build {cls.__name__}(**{sorted(kwargs)}) from {path}: {exc}. The "
-                              "checkpoint's hyperparameters come from save_hyperparameters(); pass missing or "
-                              "renamed arguments to load_from_checkpoint as keywords.") from exc
+    module = build_from_hparams(cls, checkpoint, path, overrides)
     state = checkpoint.get("state_dict")
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")

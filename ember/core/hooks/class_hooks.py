@@ -156,7 +156,7 @@ def implemented_hooks(plugin: Any) -> list[str]:
         function = getattr(attr, "__func__", attr)
         if getattr(attr, IMPL_MARK, None) is not None or getattr(function, IMPL_MARK, None) is not None:
             found.append(name)
-        elif name in EVENT_HOOKS and (inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod))):
+        elif name in EVENT_HOOKS and (callable(attr) or isinstance(attr, (staticmethod, classmethod))):
             found.append(name)
     return found
 

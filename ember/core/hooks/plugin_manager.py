@@ -81,12 +81,19 @@ class PluginManager(pluggy.PluginManager):
         self._scan: ClassHooks | None = None
         self._own: dict[str, Any] = _NO_DICT
         self._parsed: list[str] | None = None
+        #: The attribute names answered in the register() call under way (each once).
+        self._answered: set[str] | None = None
         self._hook_names: dict[str, frozenset[str]] = {}
         self._known: frozenset[str] | None = None
         self._hook_order: dict[str, int] = {}
 
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        answered = self._answered
+        if answered is not None:
+            if name in answered:  # nn.Module's dir() lists an instance attribute twice when its class has the name
+                return None
+            answered.add(name)
         scan = self._scan
         if scan is not None:  # registering an instance: its class was read once (most attributes are no hooks)
             if name in self._own:
@@ -133,9 +140,10 @@ class PluginManager(pluggy.PluginManager):
                 attr = inspect.getattr_static(plugin, name)
             except AttributeError:
                 return None
-            if is_base_hook(attr):
+            if is_base_hook(attr) and inspect.isroutine(attr):
                 return None  # a base class's no-op (ember.Module, ember.Callback): nothing to call
-            if inspect.isroutine(attr) or isinstance(attr, (staticmethod, classmethod)):
+            if callable(attr) or isinstance(attr, (staticmethod, classmethod)):
+                # a method, or any callable set on the object (a functools.partial wrapping a hook, say)
                 return self._plain_opts(plugin, name)
         return None if opts is None else self._datamodule_first(plugin, name, opts)
 
@@ -150,7 +158,25 @@ class PluginManager(pluggy.PluginManager):
                 # A subclass of a plugin class (a built-in callback such as ModelCheckpoint) with a hook in
                 # Lightning's style, (trainer, pl_module): taken by position, as a Callback's method would be.
                 opts = self._take_by_position(plugin, name, opts, "callback")
+            self._bind_callable_object(plugin, name)
         return self._datamodule_first(plugin, name, opts)
+
+    def _bind_callable_object(self, plugin: Any, name: str) -> None:
+        """A callable object set on the plugin under a hook's name (a ``functools.partial``), which pluggy only
+        takes as a function: a function calling it, with its parameter names, in the plugin's ``__dict__`` until
+        register() ends."""
+        own = getattr(plugin, "__dict__", None)
+        value = own.get(name) if isinstance(own, dict) else None
+        if value is None or isinstance(value, (types.FunctionType, types.MethodType)) or not callable(value):
+            return
+        try:
+            params = inspect.signature(value).parameters.values()
+        except (TypeError, ValueError):
+            params = ()  # type: ignore[assignment]
+        names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        assert self._placed is not None and isinstance(own, dict)
+        self._placed.append((name, value))
+        own[name] = spec_named(value, names)
 
     def _asks_for_more(self, plugin: Any, name: str) -> bool:
         spec = getattr(getattr(self.hook, name, None), "spec", None)
@@ -201,13 +227,14 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.add(id(plugin))
         self._style = style_of(plugin, name)
         self._placed = []
+        self._answered = set()
         try:
             try:
                 scan = self._start_parsing(plugin)
                 registered = super().register(plugin, name)
                 parsed = self._parsed
             finally:
-                self._scan, self._own, self._parsed = None, _NO_DICT, None
+                self._scan, self._own, self._parsed, self._answered = None, _NO_DICT, None, None
         except pluggy.PluginValidationError as exc:
             self._datamodules.discard(id(plugin))
             raise PluginError(f"{where} has an invalid hook implementation: {self._explain(plugin) or exc} "

@@ -91,10 +91,16 @@ def _signature_of(argnames: tuple[str, ...]) -> Callable[..., None]:
     return template
 
 
+def _call_target(target: Any, *args: Any, **kwargs: Any) -> Any:
+    return target(*args, **kwargs)
+
+
 def spec_named(method: Any, argnames: tuple[str, ...]) -> Callable[..., Any] | None:
     """``method`` (a function, or one bound to an object) as pluggy reads one taking ``argnames``: a copy of the
     function with the same code, globals, closure and defaults, whose ``__wrapped__`` has the spec names, bound
-    as ``method`` was. None for other callables."""
+    as ``method`` was; another callable object (a ``functools.partial``) is called through a bound function."""
+    if not isinstance(method, (types.MethodType, types.FunctionType)) and callable(method):
+        method = types.MethodType(_call_target, method)  # a partial or other callable object: called through this
     bound = isinstance(method, types.MethodType)
     function = method.__func__ if bound else method
     if not isinstance(function, types.FunctionType):

@@ -278,8 +278,14 @@ class Loops:
         """The module's ``hparams`` and the DataModule's, for the loggers."""
         params: dict[str, Any] = {}
         for source in (self.t.module, self.t.datamodule):
-            hparams = getattr(source, "hparams", None) if source is not None else None
-            if isinstance(hparams, dict) and getattr(source, "_log_hyperparams", True):  # save_hyperparameters(logger=)
+            # as saved (hparams_initial), not as changed since; save_hyperparameters(logger=False): not logged
+            hparams = getattr(source, "hparams_initial", getattr(source, "hparams", None)) \
+                if source is not None else None
+            if isinstance(hparams, dict) and getattr(source, "_log_hyperparams", True):
+                clash = sorted(k for k, v in hparams.items() if k in params and not _same_value(params[k], v))
+                if clash:
+                    raise RuntimeError(f"Error while merging hparams: the module and the DataModule both save "
+                                       f"{clash}, with different values; rename one of them.")
                 params.update(hparams)
         return params
 
@@ -310,7 +316,7 @@ class Loops:
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
         t.model = module if model is None else model
-        self.manual_optimizers = [ManualOptimizer(self.training, o) for o in optimizers]
+        self.manual_optimizers = [ManualOptimizer(o, self.training) for o in optimizers]
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
@@ -361,3 +367,10 @@ class Loops:
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # a tensor of several values, ...: compared by identity
+        return a is b

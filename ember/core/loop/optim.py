@@ -1,4 +1,5 @@
-"""Reading what ``configure_optimizers`` returns, the way Lightning accepts it, and stepping schedulers."""
+"""Reading what ``configure_optimizers`` returns, the way Lightning accepts it, and stepping schedulers; the
+optimizer wrapper a module's code steps (:class:`ManualOptimizer`, Lightning's ``LightningOptimizer``)."""
 
 from __future__ import annotations
 
@@ -121,3 +122,92 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                     configs.append(_scheduler_config(sched, where))
             return opts, configs
     raise _unknown(where, result)
+
+
+class ManualOptimizer:
+    """What ``self.optimizers()`` returns (Lightning's ``LightningOptimizer``): ``step()`` runs the precision's and
+    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``. It is an instance of
+    the optimizer's class too (``isinstance(opt, torch.optim.SGD)``); ``state``, ``param_groups`` and ``defaults``
+    are the optimizer's own. ``training`` is the run's training loop (its ``optimizer_step``); built outside a run
+    (``LightningOptimizer(optimizer)``), ``step`` is the optimizer's.
+
+    With ``clip=True, count=False`` it is the optimizer handed to a module's own ``optimizer_step`` override:
+    ``step(closure)`` runs the closure, then the loop's step (unscale, ``on_before_optimizer_step``, clipping, the
+    precision's and strategy's step); the override's call counts the step."""
+
+    def __init__(self, optimizer: Any, training: Any = None, clip: bool = False,
+                 count: bool = True) -> None:
+        self.__dict__.update(_optimizer=optimizer, training=training, _clip=clip, _count=count)
+        if isinstance(optimizer, torch.optim.Optimizer):
+            self.__class__ = _wrapper_class(type(self), type(optimizer))
+
+    @property
+    def optimizer(self) -> Any:
+        return self.__dict__["_optimizer"]
+
+    def step(self, closure: Any = None, **kwargs: Any) -> Any:
+        training = self.training
+        if training is None:
+            return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
+        result = closure() if closure is not None else None
+        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
+        return result
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        self.optimizer.add_param_group(param_group)
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    @state.setter
+    def state(self, value: Any) -> None:
+        self.optimizer.state = value
+
+    @property
+    def param_groups(self) -> Any:
+        return self.optimizer.param_groups
+
+    @param_groups.setter
+    def param_groups(self, value: Any) -> None:
+        self.optimizer.param_groups = value
+
+    @property
+    def defaults(self) -> Any:
+        return self.optimizer.defaults
+
+    @defaults.setter
+    def defaults(self, value: Any) -> None:
+        self.optimizer.defaults = value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_optimizer" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["_optimizer"], name)
+
+    def __repr__(self) -> str:
+        return f"Lightning{self.optimizer!r}"
+
+    def __reduce__(self) -> Any:  # the per-optimizer class is made at run time: pickle as the base class
+        return (ManualOptimizer, (self.optimizer, None, self._clip, self._count))
+
+
+_wrapper_classes: dict[tuple[type, type], type] = {}
+
+
+def _wrapper_class(base: type, optimizer_class: type) -> type:
+    """``base`` made a subclass of ``optimizer_class`` too, named after it (``LightningSGD``); made once per pair."""
+    made = _wrapper_classes.get((base, optimizer_class))
+    if made is None:
+        made = _wrapper_classes[base, optimizer_class] = type(
+            f"Lightning{optimizer_class.__name__}", (base, optimizer_class), {"__module__": base.__module__})
+    return made

@@ -27,39 +27,11 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides
 from ember.core.loop.data import length, with_last
+from ember.core.loop.optim import ManualOptimizer
 from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
 
 if TYPE_CHECKING:
     from ember.core.loop.parts import LoopsLike
-
-
-class ManualOptimizer:
-    """What ``self.optimizers()`` returns under manual optimization: ``step()`` runs the precision's and
-    strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``.
-
-    With ``clip=True, count=False`` it is the optimizer handed to a module's own ``optimizer_step`` override:
-    ``step(closure)`` runs the closure, then the loop's step (unscale, ``on_before_optimizer_step``, clipping, the
-    precision's and strategy's step); the override's call counts the step."""
-
-    def __init__(self, training: TrainingLoop, optimizer: torch.optim.Optimizer, clip: bool = False,
-                 count: bool = True) -> None:
-        self.training = training
-        self.optimizer = optimizer
-        self._clip, self._count = clip, count
-
-    def step(self, closure: Any = None) -> Any:
-        result = closure() if closure is not None else None
-        self.training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
-        return result
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        self.optimizer.zero_grad(set_to_none=set_to_none)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.optimizer, name)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.optimizer!r})"
 
 
 class TrainingLoop:
@@ -268,7 +240,7 @@ class TrainingLoop:
 
     def closure_optimizer(self, optimizer: torch.optim.Optimizer) -> ManualOptimizer:
         """The optimizer handed to a module's ``optimizer_step`` override (see :class:`ManualOptimizer`)."""
-        return ManualOptimizer(self, optimizer, clip=True, count=False)
+        return ManualOptimizer(optimizer, self, clip=True, count=False)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True) -> None:
         """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization: the module's

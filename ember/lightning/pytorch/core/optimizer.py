@@ -1,5 +1,5 @@
 """``lightning.pytorch.core.optimizer``: ``LightningOptimizer`` is the class of what ``self.optimizers()``
-returns (:class:`ember.core.loop.training.ManualOptimizer`: ``step()`` runs the precision's and strategy's step
+returns (:class:`ember.core.loop.optim.ManualOptimizer`: ``step()`` runs the precision's and strategy's step
 and ``on_before_optimizer_step``)."""
 
 from __future__ import annotations
