@@ -368,6 +368,10 @@ class Checkpointing:
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():
+            # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
+            former = getattr(plugin, "former_state_keys", ())
+            if key not in states and isinstance(former, tuple):
+                key = next((k for k in former if k in states), key)
             if key in states:
                 plugin.load_state_dict(states[key])
         if t.hook.on_load_checkpoint is not None:

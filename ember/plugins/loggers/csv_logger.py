@@ -17,8 +17,8 @@ _FIRST = ("epoch", "step")
 
 
 class CSVLogger(VersionedLogger):
-    """One row per ``log_metrics`` call: ``epoch``, ``step``, then one column per metric name in the order the
-    names first appeared (a cell is empty where a row has no value for that name).
+    """One row per ``log_metrics`` call: ``epoch`` (when logged), ``step``, then one column per metric name in the
+    order the names first appeared (a cell is empty where a row has no value for that name).
 
     Rows are buffered and written every ``flush_logs_every_n_steps`` rows and at the end of every run, also
     after an error. When a new name appears, the file is rewritten with the wider header.
@@ -110,7 +110,8 @@ class CSVLogger(VersionedLogger):
         if not self._columns and os.path.exists(path):  # a file from an earlier run of this logger's version
             with open(path, newline="", encoding="utf-8") as f:
                 self._columns = next(csv.reader(f), [])
-        columns = list(self._columns) or list(_FIRST)
+        # ``epoch`` (when a row has it) and ``step`` lead a new file's header
+        columns = list(self._columns) or [c for c in _FIRST if any(c in row for row in self._rows)]
         for row in self._rows:
             columns.extend(k for k in row if k not in columns)
         if columns != self._columns and os.path.exists(path):
@@ -151,6 +152,11 @@ class ExperimentWriter:
     @property
     def metrics_file_path(self) -> str:
         return self._logger.metrics_path
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """The rows logged and not yet written to the file (emptied by :meth:`save`)."""
+        return self._logger._rows
 
     def log_metrics(self, metrics_dict: dict[str, Any], step: int | None = None) -> None:
         self._logger.log_metrics(metrics_dict, step)
