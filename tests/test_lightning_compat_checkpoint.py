@@ -207,6 +207,7 @@ def test_tensorboard_logger_lightning_surface(tmp_path: Path) -> None:
     logger.log_hyperparams({"lr": 0.1}, {"abc": torch.tensor([0.5])})
     model = torch.nn.Linear(4, 2)
     logger.log_graph(model, torch.rand(2, 4))
+    logger.log_graph(TinyClassifier(), torch.rand(2, 8))  # an ember.Module outside a fit traces too
     with pytest.warns(UserWarning, match="The `model.example_input_array` .* was not given"):
         logger.log_graph(model)
     with pytest.warns(UserWarning, match="can't be traced by TensorBoard"):
@@ -215,3 +216,28 @@ def test_tensorboard_logger_lightning_surface(tmp_path: Path) -> None:
     assert (tmp_path / "named" / "version_0" / "sub" / "hparams.yaml").is_file()
     assert TensorBoardLogger("~/tb", version=0).log_dir == os.path.join(os.path.expanduser("~"), "tb", "ember_logs",
                                                                         "version_0")
+
+
+def test_restoring_into_another_folder_warns(tmp_path: Path) -> None:
+    written = ModelCheckpoint(dirpath=tmp_path / "a", save_top_k=-1)
+    written.best_model_path = str(tmp_path / "a" / "epoch=0.ckpt")
+    restored = ModelCheckpoint(dirpath=tmp_path / "elsewhere", save_top_k=-1)
+    with pytest.warns(UserWarning, match="The dirpath has changed from"):
+        restored.load_state_dict(written.state_dict())
+    assert restored.best_model_path == written.best_model_path and restored.best_k_models == {}
+
+
+def test_lightning_save_last_annotation_parses_on_the_command_line() -> None:
+    from inspect import signature
+
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser()
+    parser.add_argument("--a", type=signature(LightningModelCheckpoint).parameters["save_last"].annotation)
+    assert [parser.parse_args(["--a", v]).a for v in ("yes", "false", "link")] == [True, False, "link"]
+
+
+def test_save_last_link_needs_a_local_folder() -> None:
+    cb = LightningModelCheckpoint(dirpath="memory://not-a-filesystem-path", save_last="link")
+    with pytest.raises(ConfigurationError, match="save_last='link'.* is only supported for local file paths"):
+        cb.setup(trainer=ember.Trainer(accelerator="cpu", logger=False), pl_module=TinyClassifier(), stage="fit")

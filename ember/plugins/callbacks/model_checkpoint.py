@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import time
+import warnings
 from datetime import timedelta
 from typing import Any
 
@@ -149,8 +150,7 @@ class ModelCheckpoint:
 
     @property
     def state_key(self) -> str:
-        """Where this callback's state is stored in ``checkpoint["plugins"]``: the class name and the settings that
-        tell instances apart, as Lightning spells it (stable across runs)."""
+        """The key of this callback's state in ``checkpoint["plugins"]``: the class and settings, as Lightning's."""
         return f"{type(self).__qualname__}{self._key_settings()!r}"
 
     def _key_settings(self) -> dict[str, Any]:
@@ -159,8 +159,7 @@ class ModelCheckpoint:
 
     @property
     def former_state_keys(self) -> tuple[str, ...]:
-        """Keys this state may be under in a checkpoint written by ember's own class (for a subclass) or before
-        ``state_key`` took Lightning's form: still restored from."""
+        """Keys restored from too: the base class's (for a subclass), and the key before Lightning's form."""
         interval = self.train_time_interval.total_seconds() if self.train_time_interval else None
         return (f"ModelCheckpoint{self._key_settings()!r}",
                 f"{self.identity}{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps="
@@ -275,12 +274,15 @@ class ModelCheckpoint:
         if since is not None:
             self._last_time_checked = self._now() - since
         if state.get("dirpath") != self.dirpath:
-            # A resumed fit writes into its own run folder (a new version, as in Lightning): expected, so said at
-            # INFO level; any other change of folder is worth a warning.
+            # A resumed fit writes into its own run folder (a new version, as in Lightning): expected, said at INFO
+            # level; any other change of folder is worth a UserWarning, as in Lightning.
             old, new = state.get("dirpath"), self.dirpath
-            level = logging.INFO if old and new and sibling_runs(old, new) else logging.WARNING
-            log.log(level, "ModelCheckpoint: the checkpoint directory changed from %s to %s; only best_model_path is "
-                    "restored, the ranking starts afresh", old, new)
+            message = (f"ModelCheckpoint: The dirpath has changed from {old!r} to {new!r}; only best_model_path is "
+                       "restored, the ranking starts afresh")
+            if old and new and sibling_runs(old, new):
+                log.info(message)
+            else:
+                warnings.warn(message, UserWarning, stacklevel=2)
             self.best_model_path = state.get("best_model_path", "")
             return
         self.best_model_score = state.get("best_model_score")
@@ -432,15 +434,13 @@ class ModelCheckpoint:
         self._undo, self._requested = bookkeeping(self), []
 
     def _forget_unwritten(self) -> None:
-        """The fit failed: if the latest save event's files were never written (the failure came before the loop's
-        next safe point, which writes them), put the book-keeping back as it was before that event."""
+        """The fit failed: if the latest save event's files were never written, undo that event's book-keeping."""
         missing = [p for p in self._requested if not os.path.exists(p)]
         if missing and self._undo:
             for key, value in self._undo.items():
                 setattr(self, key, value)
             self._owned.difference_update(missing)
-            log.info("ModelCheckpoint: the fit failed before %s could be written; best_model_path and "
-                     "last_model_path name the files on disk", ", ".join(missing))
+            log.info("ModelCheckpoint: the fit failed before %s was written; the book-keeping is as before it", missing)
         self._requested, self._undo = [], {}
 
     def _remove(self, trainer: Any, path: str) -> None:

@@ -114,7 +114,14 @@ class TensorBoardLogger(VersionedLogger):
         device = next((p.device for p in model.parameters()), torch.device("cpu"))
         moved = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in input_array) \
             if isinstance(input_array, tuple) else input_array.to(device)
-        self.experiment.add_graph(model, moved)
+        modules = list(model.modules())
+        for m in modules:  # tracing reads every attribute; ember.Module.trainer answers None meanwhile
+            m.__dict__["_jit_is_scripting"] = True
+        try:
+            self.experiment.add_graph(model, moved)
+        finally:
+            for m in modules:
+                m.__dict__.pop("_jit_is_scripting", None)
 
     @hookimpl
     def log_metrics(self, metrics: dict, step: int) -> None:

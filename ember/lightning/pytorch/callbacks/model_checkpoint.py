@@ -6,13 +6,14 @@ and two of Lightning's choices: ``save_last`` defaults to None (no ``last.ckpt``
 ``ModelCheckpoint`` (the Trainer's default one included) counts as an instance of it.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the signature's annotations are real types, which argument parsers
+# (jsonargparse, LightningCLI) read.
 import os
 import time
 from datetime import timedelta
 from typing import Any, Literal
 
+from ember.core.errors import ConfigurationError
 from ember.plugins.callbacks import model_checkpoint as _ember
 
 
@@ -36,6 +37,12 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
     def _now() -> float:
         return time.monotonic()  # this module's ``time``, as Lightning's callback reads it
 
+    def setup(self, trainer: Any, pl_module: Any = None, stage: str | None = None) -> None:
+        if self.save_last == "link" and "://" in self._dirpath_as_given:
+            raise ConfigurationError(f"ModelCheckpoint(save_last='link') links files, which is only supported for "
+                                     f"local file paths; {self._dirpath_as_given!r} is not one. Use save_last=True.")
+        super().setup(trainer, pl_module, stage)
+
     def __init__(self, dirpath: str | os.PathLike | None = None, filename: str | None = None,
                  monitor: str | None = None, verbose: bool = False, save_last: bool | Literal["link"] | None = None,
                  save_top_k: int = 1, save_on_exception: bool = False, save_weights_only: bool = False,
@@ -49,6 +56,7 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
                          train_time_interval=train_time_interval, every_n_epochs=every_n_epochs,
                          save_on_train_epoch_end=save_on_train_epoch_end,
                          enable_version_counter=enable_version_counter, save_on_exception=save_on_exception)
+        self._dirpath_as_given = os.fspath(dirpath) if dirpath is not None else ""
 
 
 __all__ = ["ModelCheckpoint"]
