@@ -241,3 +241,26 @@ def test_save_last_link_needs_a_local_folder() -> None:
     cb = LightningModelCheckpoint(dirpath="memory://not-a-filesystem-path", save_last="link")
     with pytest.raises(ConfigurationError, match="save_last='link'.* is only supported for local file paths"):
         cb.setup(trainer=ember.Trainer(accelerator="cpu", logger=False), pl_module=TinyClassifier(), stage="fit")
+
+
+def test_a_mock_logger_does_not_go_into_the_checkpoint(tmp_path: Path) -> None:
+    logger = mock.MagicMock()  # answers state_dict() with a MagicMock, which no checkpoint can hold
+    kwargs = {**QUIET, "logger": logger}
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), callbacks=[ModelCheckpoint(dirpath=tmp_path)],
+                            **kwargs)
+    trainer.fit(Scored(), *tiny_loaders(n=32))
+    assert names(tmp_path) == ["epoch=0-step=4.ckpt", "last.ckpt"]
+
+
+def test_csv_logger_writes_to_an_fsspec_url() -> None:
+    import fsspec
+
+    logger = CSVLogger(save_dir="memory://ember-csv-remote")
+    logger.experiment.log_metrics({"loss": 0.1})
+    logger.experiment.save()
+    logger.log_metrics({"loss": 0.2, "acc": 1.0})
+    logger.save()
+    fs, _ = fsspec.core.url_to_fs("memory://ember-csv-remote")
+    with fs.open(logger.experiment.metrics_file_path, "r") as f:
+        assert f.read().splitlines() == ["step,loss,acc", "0,0.1,", "1,0.2,1.0"]
+    assert not os.path.exists("memory:")  # nothing local

@@ -92,6 +92,12 @@ def _default_state_key(cls: type) -> bool:
     return found
 
 
+def _has_state(cls: type) -> bool:
+    """``cls`` defines ``state_dict`` and ``load_state_dict``: looked up on the class, so that an object that answers
+    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints."""
+    return all(callable(inspect.getattr_static(cls, name, None)) for name in ("state_dict", "load_state_dict"))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The trainer's side
 # ---------------------------------------------------------------------------------------------------------
@@ -198,8 +204,7 @@ class Checkpointing:
             if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
                 continue
             seen.add(id(plugin))
-            if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
-                                                                                         None))):
+            if not _has_state(type(plugin)):
                 continue
             key = None if _default_state_key(type(plugin)) else getattr(plugin, "state_key", None)
             key = key if isinstance(key, str) else identity

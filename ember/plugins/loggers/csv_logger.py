@@ -106,6 +106,9 @@ class CSVLogger(VersionedLogger):
         if not self._rows:
             return
         path = self.metrics_path
+        if "://" in path:  # a URL (memory://, s3://, ...): through fsspec, which torch installs
+            self._save_remote(path)
+            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not self._columns and os.path.exists(path):  # a file from an earlier run of this logger's version
             with open(path, newline="", encoding="utf-8") as f:
@@ -125,6 +128,28 @@ class CSVLogger(VersionedLogger):
                 csv.DictWriter(f, fieldnames=columns).writerows(self._rows)
         self._columns = columns
         self._rows = []
+
+    def _save_remote(self, url: str) -> None:
+        """Rewrite the whole file with the buffered rows added (remote stores may not append)."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url)
+        old: list[dict[str, Any]] = []
+        columns: list[str] = []
+        if fs.isfile(path):
+            with fs.open(path, "r", newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                old, columns = list(reader), list(reader.fieldnames or [])
+        else:
+            fs.makedirs(os.path.dirname(path), exist_ok=True)
+        columns = columns or [c for c in _FIRST if any(c in row for row in self._rows)]
+        for row in self._rows:
+            columns.extend(k for k in row if k not in columns)
+        with fs.open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(old + self._rows)
+        self._columns, self._rows = columns, []
 
     @staticmethod
     def _write(path: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
