@@ -62,6 +62,13 @@ def test_every_ember_model_checkpoint_is_an_instance_of_lightnings_name() -> Non
     assert isinstance(ModelCheckpoint(), LightningModelCheckpoint)
     assert issubclass(ModelCheckpoint, LightningModelCheckpoint)
     assert not isinstance(EarlyStopping(monitor="x"), LightningModelCheckpoint)
+
+    class Custom(LightningModelCheckpoint):
+        pass
+
+    assert isinstance(Custom(), LightningModelCheckpoint) and isinstance(Custom(), ModelCheckpoint)
+    assert not isinstance(ModelCheckpoint(), Custom) and not isinstance(LightningModelCheckpoint(), Custom)
+    assert not issubclass(ModelCheckpoint, Custom) and issubclass(Custom, LightningModelCheckpoint)
     from ember.lightning.pytorch.callbacks import ModelCheckpoint as Exported
 
     assert Exported is LightningModelCheckpoint

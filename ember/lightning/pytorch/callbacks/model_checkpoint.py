@@ -22,16 +22,21 @@ class _AnyModelCheckpoint(type):
     the Trainer's default callback."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
-        return isinstance(obj, _ember.ModelCheckpoint)
+        if cls.__dict__.get("_covers_ember", False):  # the class itself, not a user's subclass of it
+            return isinstance(obj, _ember.ModelCheckpoint)
+        return super().__instancecheck__(obj)
 
     def __subclasscheck__(cls, sub: type) -> bool:
-        return issubclass(sub, _ember.ModelCheckpoint)
+        if cls.__dict__.get("_covers_ember", False):
+            return issubclass(sub, _ember.ModelCheckpoint)
+        return super().__subclasscheck__(sub)
 
 
 class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
     """Lightning's ``ModelCheckpoint`` signature and defaults (see the module docstring)."""
 
     version_last = True
+    _covers_ember = True
 
     @staticmethod
     def _now() -> float:
