@@ -63,10 +63,12 @@ def test_lightning_names_are_embers_objects() -> None:
 
     assert (L.Trainer, L.LightningModule, L.LightningDataModule, L.Callback, L.seed_everything) == \
         (ember.Trainer, ember.Module, ember.DataModule, ember.Callback, ember.seed_everything)
-    assert (pl.Trainer, pl.LightningModule, pl.callbacks.ModelCheckpoint) == (ember.Trainer, ember.Module,
-                                                                               EmberCheckpoint)
-    assert (ModelCheckpoint, EarlyStopping, LearningRateMonitor, StochasticWeightAveraging, CSVLogger) == \
-        (EmberCheckpoint, EmberEarlyStopping, EmberLRMonitor, SWA, EmberCSV)
+    assert (pl.Trainer, pl.LightningModule) == (ember.Trainer, ember.Module)
+    assert (EarlyStopping, LearningRateMonitor, StochasticWeightAveraging, CSVLogger) == \
+        (EmberEarlyStopping, EmberLRMonitor, SWA, EmberCSV)
+    # ModelCheckpoint is ember's with Lightning's defaults (save_last=None), and covers every ember one
+    assert pl.callbacks.ModelCheckpoint is ModelCheckpoint and issubclass(ModelCheckpoint, EmberCheckpoint)
+    assert isinstance(EmberCheckpoint(), ModelCheckpoint)
 
 
 def test_a_lightning_name_ember_lacks_says_the_ember_way() -> None:

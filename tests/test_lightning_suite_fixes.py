@@ -66,7 +66,7 @@ def test_csv_logger_takes_lightning_optional_arguments(tmp_path):
     logger.log_metrics({"a": 2.0})
     logger.save()
     lines = (Path(logger.log_dir) / ExperimentWriter.NAME_METRICS_FILE).read_text().splitlines()
-    assert [line.split(",")[1] for line in lines[1:]] == ["0", "1"]  # step: the row's index
+    assert lines[0] == "step,a" and [line.split(",")[0] for line in lines[1:]] == ["0", "1"]  # step: the row's index
     assert (Path(logger.log_dir) / ExperimentWriter.NAME_HPARAMS_FILE).exists()
 
 

@@ -68,7 +68,7 @@ def test_early_stopping_and_timer_state_travel_once_under_their_keys(tmp_path: A
     trainer.save_checkpoint(path)
     saved = torch.load(path, weights_only=True)
     assert "callbacks" not in saved
-    assert saved["plugins"]["callback.early-stopping[val_loss]"]["best_score"] == pytest.approx(
+    assert saved["plugins"]["EarlyStopping{'monitor': 'val_loss', 'mode': 'min'}"]["best_score"] == pytest.approx(
         float(stopping.best_score))
     assert saved["plugins"]["callback.timer"]["time_elapsed"]["train"] > 0
 
@@ -92,10 +92,10 @@ def test_a_format_1_checkpoint_with_states_only_under_callbacks_still_resumes(tm
     path = tmp_path / "new.ckpt"
     trainer.save_checkpoint(path)
     checkpoint = torch.load(path, weights_only=True)
-    state = checkpoint["plugins"].pop("callback.early-stopping[val_loss]")
+    state = checkpoint["plugins"].pop("EarlyStopping{'monitor': 'val_loss', 'mode': 'min'}")
     state["wait_count"] = 3  # distinct from anything a fresh callback holds
     checkpoint["format_version"] = 1
-    checkpoint["callbacks"] = {"callback.early-stopping[val_loss]": state}
+    checkpoint["callbacks"] = {"callback.early-stopping[val_loss]": state}  # the key before Lightning's form
     old = tmp_path / "old.ckpt"
     torch.save(checkpoint, old)
 

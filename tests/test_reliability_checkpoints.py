@@ -33,7 +33,8 @@ def test_a_run_resumed_elsewhere_never_deletes_the_other_runs_files(tmp_path: Pa
     first = fit(tmp_path / "a", 2, save_top_k=1, monitor=monitor)
     before = files(tmp_path / "a")
     assert before == {Path(first.best_model_path).name, "last.ckpt"}
-    second = fit(tmp_path / "b", 5, ckpt_path=first.best_model_path, save_top_k=1, monitor=monitor)
+    with pytest.warns(UserWarning, match="The dirpath has changed"):  # another folder: the ranking starts afresh
+        second = fit(tmp_path / "b", 5, ckpt_path=first.best_model_path, save_top_k=1, monitor=monitor)
     assert files(tmp_path / "a") == before  # untouched, though run b ranked better checkpoints since
     assert files(tmp_path / "b") == {Path(second.best_model_path).name, "last.ckpt"}  # b cleans up its own
 

@@ -12,7 +12,7 @@ from ember.lightning._names import lazy_names
 
 #: Lightning's name -> (ember module, ember class).
 ALIASES = {
-    "ModelCheckpoint": ("ember.plugins.callbacks.model_checkpoint", "ModelCheckpoint"),
+    "ModelCheckpoint": ("ember.lightning.pytorch.callbacks.model_checkpoint", "ModelCheckpoint"),
     "EarlyStopping": ("ember.plugins.callbacks.early_stopping", "EarlyStopping"),
     "LearningRateMonitor": ("ember.plugins.callbacks.lr_monitor", "LearningRateMonitor"),
     "ModelSummary": ("ember.plugins.callbacks.model_summary", "ModelSummary"),

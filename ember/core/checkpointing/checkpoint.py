@@ -92,6 +92,12 @@ def _default_state_key(cls: type) -> bool:
     return found
 
 
+def _has_state(cls: type) -> bool:
+    """``cls`` defines ``state_dict`` and ``load_state_dict``: looked up on the class, so that an object that answers
+    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints."""
+    return all(callable(inspect.getattr_static(cls, name, None)) for name in ("state_dict", "load_state_dict"))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The trainer's side
 # ---------------------------------------------------------------------------------------------------------
@@ -196,8 +202,7 @@ class Checkpointing:
             if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
                 continue
             seen.add(id(plugin))
-            if not (callable(getattr(plugin, "state_dict", None)) and callable(getattr(plugin, "load_state_dict",
-                                                                                         None))):
+            if not _has_state(type(plugin)):
                 continue
             key = None if _default_state_key(type(plugin)) else getattr(plugin, "state_key", None)
             key = key if isinstance(key, str) else identity
@@ -366,6 +371,10 @@ class Checkpointing:
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
         states = checkpoint.get("plugins", {})
         for key, plugin in self._stateful_plugins():
+            # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
+            former = getattr(plugin, "former_state_keys", ())
+            if key not in states and isinstance(former, tuple):
+                key = next((k for k in former if k in states), key)
             if key in states:
                 plugin.load_state_dict(states[key])
         if t.hook.on_load_checkpoint is not None:

@@ -41,6 +41,8 @@ class EarlyStopping:
         run (False). By default, at the end of the epoch when validation runs once per epoch at its end,
         else after validation.
     :param verbose: log each improvement.
+    :param log_rank_zero_only: in a run of several processes, only process 0 logs the messages (else each process
+        logs them, prefixed with ``[rank: N]``).
 
     The checks are ``trylast`` on ``on_train_epoch_end`` / ``on_validation_end``, so they see what the
     module logged in its own epoch-end hooks. The decision is agreed across processes (any rank stopping
@@ -53,7 +55,7 @@ class EarlyStopping:
     def __init__(self, monitor: str, min_delta: float = 0.0, patience: int = 3, verbose: bool = False,
                  mode: str = "min", strict: bool = True, check_finite: bool = True,
                  stopping_threshold: float | None = None, divergence_threshold: float | None = None,
-                 check_on_train_epoch_end: bool | None = None) -> None:
+                 check_on_train_epoch_end: bool | None = None, log_rank_zero_only: bool = False) -> None:
         if mode not in self.mode_dict:
             raise ConfigurationError(f"EarlyStopping(mode={mode!r}): `mode` can be 'min' or 'max', got {mode}.")
         if patience < 0:
@@ -68,6 +70,7 @@ class EarlyStopping:
         self.stopping_threshold = stopping_threshold
         self.divergence_threshold = divergence_threshold
         self.check_on_train_epoch_end = check_on_train_epoch_end
+        self.log_rank_zero_only = log_rank_zero_only
         self.wait_count = 0
         self.stopped_epoch = 0
         self.stopping_reason = EarlyStoppingReason.NOT_STOPPED
@@ -83,8 +86,15 @@ class EarlyStopping:
     # -- state: kept in checkpoint["plugins"][state_key] by core.checkpoint, saved once and restored once ----
     @property
     def state_key(self) -> str:
-        """Where this callback's state is kept in ``checkpoint["plugins"]``: one per monitored metric."""
-        return f"{self.identity}[{self.monitor}]"
+        """Where this callback's state is kept in ``checkpoint["plugins"]``: the class name with the monitored
+        metric and mode, as Lightning spells it."""
+        return f"{type(self).__qualname__}{{'monitor': {self.monitor!r}, 'mode': {self.mode!r}}}"
+
+    @property
+    def former_state_keys(self) -> tuple[str, ...]:
+        """Keys this state may be under in a checkpoint written by ember's own class (for a subclass) or before
+        ``state_key`` took Lightning's form: still restored from."""
+        return f"EarlyStopping{{'monitor': {self.monitor!r}, 'mode': {self.mode!r}}}", f"{self.identity}[{self.monitor}]"
 
     def state_dict(self) -> dict[str, Any]:
         return {"wait_count": self.wait_count, "stopped_epoch": self.stopped_epoch,
@@ -143,8 +153,19 @@ class EarlyStopping:
             self.stopped_epoch = trainer.current_epoch
             self.stopping_reason = self._reason
             self.stopping_reason_message = reason_message
-        if reason_message and (self.verbose or should_stop) and trainer.is_global_zero:
-            log.info("EarlyStopping: %s", reason_message)
+        if reason_message and (self.verbose or should_stop):
+            self._log_info(trainer, f"EarlyStopping: {reason_message}", self.log_rank_zero_only)
+
+    @staticmethod
+    def _log_info(trainer: Any, message: str, log_rank_zero_only: bool) -> None:
+        """Log ``message`` at INFO level; with several processes, prefixed by the rank, and (``log_rank_zero_only``)
+        on process 0 alone."""
+        rank = trainer.global_rank if trainer is not None and trainer.world_size > 1 else None
+        if rank is not None:
+            if log_rank_zero_only and rank != 0:
+                return
+            message = f"[rank: {rank}] {message}"
+        log.info(message)
 
     def _evaluate_stopping_criteria(self, current: torch.Tensor) -> tuple[bool, str | None]:
         """Whether to stop, and the message that says why (or that the metric improved); the reason is kept in

@@ -2,12 +2,11 @@
 
 Lightning's ``ModelCheckpoint`` arguments and behaviour: by default the files go to the run's folder,
 ``<save_dir>/<name>/version_<n>/checkpoints`` of the first logger (``<default_root_dir>/checkpoints`` without a
-logger). Two differences (docs/checkpoints.md):
-``save_last`` defaults to True, so ``trainer.fit(..., ckpt_path="last")`` always finds the newest state, and
-``last.ckpt`` is overwritten in place rather than versioned (``last-v1.ckpt``). Every file is written
-atomically by the checkpoint-storage plugin, and a file that leaves the top k is removed only after its
-replacement is complete. It deletes only files it wrote (or the run it continues wrote) in its own directory,
-never the file the run resumed from: a run resumed from another run's checkpoint leaves that run's files alone.
+logger). Two differences (docs/checkpoints.md; the Lightning-named twin keeps Lightning's): ``save_last``
+defaults to True, so ``ckpt_path="last"`` always finds the newest state, and ``last.ckpt`` is overwritten in place
+rather than versioned (``last-v1.ckpt``). Every file is written atomically, and a file that leaves the top k is
+removed only after its replacement is complete. It deletes only files it wrote (or the run it continues wrote) in
+its own directory, never the file the run resumed from.
 
 When it saves:
 
@@ -16,6 +15,7 @@ When it saves:
 * ``every_n_epochs=N`` (the default, N=1, when neither of the above is given): at the end of every N-th
   epoch: in ``on_train_epoch_end``, or in ``on_validation_end`` when validation runs more or less often than
   once per epoch (``save_on_train_epoch_end`` decides explicitly).
+* ``save_last``: with every save above, and at the end of training if no save was due in the whole fit.
 * ``save_on_exception=True``: also in ``on_exception`` (an error, Ctrl-C, a signal), unless the current step's
   checkpoint is on disk: one more file of the regular name (``-v1``, ... if taken), outside the ranking, never
   deleted; ``last.ckpt`` keeps the newest safe point, the state an exact resume needs.
@@ -29,51 +29,29 @@ from __future__ import annotations
 import logging
 import math
 import os
-import re
 import time
+import warnings
 from datetime import timedelta
 from typing import Any
-
-import torch
 
 from ember.core.checkpointing.checkpoint import default_checkpoint_dir
 from ember.core.errors import ConfigurationError
 from ember.core.hooks.options import boolean
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.folders import check_writable
+from ember.plugins.callbacks.checkpoint_options import (
+    bookkeeping,
+    check_mode,
+    check_top_k,
+    format_name,
+    newest_file,
+    number,
+    schedule,
+    sibling_runs,
+    write_best_k_yaml,
+)
 
 log = logging.getLogger("ember")
-
-
-def _fail(name: str, value: Any, allowed: str) -> ConfigurationError:
-    return ConfigurationError(f"ModelCheckpoint({name}={value!r}) is invalid: {allowed}.")
-
-
-def _optional_count(name: str, value: Any) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise _fail(name, value, "expected an integer >= 0 or None")
-    return value
-
-
-def _schedule(every_n_train_steps: Any, every_n_epochs: Any,
-              train_time_interval: Any) -> tuple[int | None, int | None, timedelta | None]:
-    """The checked ``every_n_train_steps``, ``every_n_epochs``, ``train_time_interval`` (default: every epoch)."""
-    every_steps = _optional_count("every_n_train_steps", every_n_train_steps)
-    every_epochs = _optional_count("every_n_epochs", every_n_epochs)
-    if isinstance(train_time_interval, (int, float)) and not isinstance(train_time_interval, bool):
-        train_time_interval = timedelta(seconds=train_time_interval)
-    if train_time_interval is not None and not isinstance(train_time_interval, timedelta):
-        raise _fail("train_time_interval", train_time_interval, "expected a datetime.timedelta or seconds")
-    given = [n for n, v in (("every_n_train_steps", every_steps), ("every_n_epochs", every_epochs),
-                            ("train_time_interval", train_time_interval)) if v]
-    if len(given) > 1:
-        raise ConfigurationError(f"ModelCheckpoint got {' and '.join(given)}; they are mutually exclusive: "
-                                 "pass one of them.")
-    if not given and every_steps is None and every_epochs is None and train_time_interval is None:
-        every_epochs = 1
-    return every_steps, every_epochs, train_time_interval
 
 
 class ModelCheckpoint:
@@ -114,6 +92,9 @@ class ModelCheckpoint:
     CHECKPOINT_NAME_LAST = "last"
     FILE_EXTENSION = ".ckpt"
     STARTING_VERSION = 1
+    #: A ``last.ckpt`` already there, not this run's, gets ``last-v1.ckpt`` beside it (Lightning's twin); ember's
+    #: own callback overwrites it in place.
+    version_last = False
 
     def __init__(self, dirpath: str | os.PathLike | None = None, filename: str | None = None,
                  monitor: str | None = None, verbose: bool = False, save_last: bool = True, save_top_k: int = 1,
@@ -121,16 +102,10 @@ class ModelCheckpoint:
                  every_n_train_steps: int | None = None, train_time_interval: timedelta | float | None = None,
                  every_n_epochs: int | None = None, save_on_train_epoch_end: bool | None = None,
                  enable_version_counter: bool = True, save_on_exception: bool = False) -> None:
-        if mode not in ("min", "max"):
-            raise _fail("mode", mode, "expected 'min' or 'max'")
-        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
-            raise _fail("save_top_k", save_top_k, "expected an integer >= -1")
-        if monitor is None and save_top_k not in (-1, 0, 1):
-            raise ConfigurationError(f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is invalid: without a "
-                                     "monitored metric there is no ranking to keep the top k by. Pass monitor=... "
-                                     "or save_top_k in (-1, 0, 1).")
-        every_steps, every_epochs, train_time_interval = _schedule(every_n_train_steps, every_n_epochs,
-                                                                   train_time_interval)
+        check_mode(mode)
+        check_top_k(save_top_k, monitor)
+        every_steps, every_epochs, train_time_interval = schedule(every_n_train_steps, every_n_epochs,
+                                                                  train_time_interval)
         self.dirpath: str | None = os.path.abspath(os.path.expanduser(os.fspath(dirpath))) if dirpath else None
         self._dirpath_given = dirpath is not None
         self.filename = filename
@@ -157,6 +132,7 @@ class ModelCheckpoint:
         self._last_global_step_saved = 0  # no checkpoint before the first optimizer step
         self._last_path_saved = ""
         self._last_time_checked: float | None = None
+        self._clock_read: float | None = None  # the latest reading of the clock, which the state is as of
         self._validation_ran = False
         self._resumed = False
         #: Files this run wrote (or the run it continues wrote, in the same directory): the only ones it deletes.
@@ -164,22 +140,37 @@ class ModelCheckpoint:
         if not self.every_n_train_steps and self.train_time_interval is None:
             # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
             self.on_train_batch_end = None  # type: ignore[method-assign,assignment]
-        if not self.save_on_exception:
-            self.on_exception = None  # type: ignore[method-assign,assignment]
+        #: The book-keeping before the latest save event, and the files that event asked for: a failure before
+        #: the loop's next safe point drops the request, and the book-keeping must not name files never written.
+        self._undo: dict[str, Any] = {}
+        self._requested: list[str] = []
 
     def __repr__(self) -> str:
         return f"ModelCheckpoint(dirpath={self.dirpath!r}, monitor={self.monitor!r}, save_top_k={self.save_top_k})"
 
     @property
     def state_key(self) -> str:
-        """Where this callback's state is stored in ``checkpoint["plugins"]``: stable across runs, distinct
-        for differently configured instances."""
+        """The key of this callback's state in ``checkpoint["plugins"]``: the class and settings, as Lightning's."""
+        return f"{type(self).__qualname__}{self._key_settings()!r}"
+
+    def _key_settings(self) -> dict[str, Any]:
+        return {"monitor": self.monitor, "mode": self.mode, "every_n_train_steps": self.every_n_train_steps,
+                "every_n_epochs": self.every_n_epochs, "train_time_interval": self.train_time_interval}
+
+    @property
+    def former_state_keys(self) -> tuple[str, ...]:
+        """Keys restored from too: the base class's (for a subclass), and the key before Lightning's form."""
         interval = self.train_time_interval.total_seconds() if self.train_time_interval else None
-        return (f"{self.identity}{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps="
+        return (f"ModelCheckpoint{self._key_settings()!r}",
+                f"{self.identity}{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps="
                 f"{self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}, train_time_interval={interval}}}")
 
+    def to_yaml(self, filepath: str | os.PathLike | None = None) -> None:
+        """Write ``best_k_models`` (path: score) as YAML, to ``filepath`` or ``<dirpath>/best_k_models.yaml``."""
+        write_best_k_yaml(self.best_k_models, filepath or os.path.join(self.dirpath or ".", "best_k_models.yaml"))
+
     # -- hooks ---------------------------------------------------------------------------------------------
-    def setup(self, trainer: Any, stage: str) -> None:
+    def setup(self, trainer: Any, pl_module: Any = None, stage: str | None = None) -> None:
         if stage == "fit":
             self._last_time_checked = None  # set by on_train_start, or by a resume before it
         if not self._dirpath_given:  # read on process 0 only: a logger's version may create its run there
@@ -192,7 +183,7 @@ class ModelCheckpoint:
 
     def on_train_start(self, trainer: Any) -> None:
         if self._last_time_checked is None:  # a resumed run keeps the restored clock
-            self._last_time_checked = time.monotonic()
+            self._last_time_checked = self._clock_read = self._now()
 
     @hookimpl(trylast=True)
     def on_train_batch_end(self, trainer: Any) -> None:
@@ -202,7 +193,7 @@ class ModelCheckpoint:
         skip_batch = n < 1 or trainer.global_step % n != 0
         skip_time = True
         if self.train_time_interval is not None:
-            now = time.monotonic()
+            now = self._clock_read = self._now()
             last = self._last_time_checked
             skip_time = last is None or now - last < self.train_time_interval.total_seconds()
             if trainer.world_size > 1:  # every process decides as process 0 did
@@ -225,12 +216,22 @@ class ModelCheckpoint:
         self._validation_ran = True
         if not self._skip(trainer) and not self._on_train_epoch_end(trainer):
             candidates = self._candidates(trainer)
+            self._begin_request()
             if self._epoch_due(trainer):
                 self._save_top_k(trainer, candidates)
             self._save_last(trainer, candidates)
 
+    @hookimpl(trylast=True)
+    def on_train_end(self, trainer: Any) -> None:
+        # save_last promises a last checkpoint: one now when no save was due during the whole fit
+        if self.save_last and not self._last_path_saved and self._last_global_step_saved != trainer.global_step \
+                and not self._not_now(trainer) and self.dirpath is not None:
+            self._begin_request()
+            self._save_last(trainer, self._candidates(trainer))
+
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
-        if self._skip_on_exception(trainer):
+        self._forget_unwritten()
+        if not self.save_on_exception or self._skip_on_exception(trainer):
             return
         if trainer.world_size > 1:
             # The failure may be on this process alone: a save needs every process, and waiting for them here
@@ -254,7 +255,9 @@ class ModelCheckpoint:
 
     # -- state -----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        since = None if self._last_time_checked is None else time.monotonic() - self._last_time_checked
+        # as of the latest clock reading, so that saving does not read the clock (one reading per batch)
+        since = None if self._last_time_checked is None or self._clock_read is None else \
+            self._clock_read - self._last_time_checked
         return {"monitor": self.monitor, "dirpath": self.dirpath, "best_model_score": self.best_model_score,
                 "best_model_path": self.best_model_path, "current_score": self.current_score,
                 "best_k_models": dict(self.best_k_models), "kth_best_model_path": self.kth_best_model_path,
@@ -269,14 +272,17 @@ class ModelCheckpoint:
         self._validation_ran = state.get("validation_ran", False)
         since = state.get("seconds_since_time_check")
         if since is not None:
-            self._last_time_checked = time.monotonic() - since
+            self._last_time_checked = self._now() - since
         if state.get("dirpath") != self.dirpath:
-            # A resumed fit writes into its own run folder (a new version, as in Lightning): expected, so said at
-            # INFO level; any other change of folder is worth a warning.
+            # A resumed fit writes into its own run folder (a new version, as in Lightning): expected, said at INFO
+            # level; any other change of folder is worth a UserWarning, as in Lightning.
             old, new = state.get("dirpath"), self.dirpath
-            level = logging.INFO if old and new and _sibling_runs(old, new) else logging.WARNING
-            log.log(level, "ModelCheckpoint: the checkpoint directory changed from %s to %s; only best_model_path is "
-                    "restored, the ranking starts afresh", old, new)
+            message = (f"ModelCheckpoint: The dirpath has changed from {old!r} to {new!r}; only best_model_path is "
+                       "restored, the ranking starts afresh")
+            if old and new and sibling_runs(old, new):
+                log.info(message)
+            else:
+                warnings.warn(message, UserWarning, stacklevel=2)
             self.best_model_path = state.get("best_model_path", "")
             return
         self.best_model_score = state.get("best_model_score")
@@ -288,6 +294,11 @@ class ModelCheckpoint:
         self.last_model_path = state.get("last_model_path", "")
         # the interrupted run this one continues, in the same directory, wrote these
         self._owned = {p for p in (*self.best_k_models, self.best_model_path, self.last_model_path) if p}
+
+    @staticmethod
+    def _now() -> float:
+        """The clock ``train_time_interval`` is measured with."""
+        return time.monotonic()
 
     # -- deciding --------------------------------------------------------------------------------------
     def _not_now(self, trainer: Any) -> bool:  # never during sanity checking, fast_dev_run or outside fit
@@ -334,6 +345,7 @@ class ModelCheckpoint:
 
     def _save_all(self, trainer: Any) -> None:
         candidates = self._candidates(trainer)
+        self._begin_request()
         self._save_top_k(trainer, candidates)
         self._save_last(trainer, candidates)
 
@@ -355,7 +367,7 @@ class ModelCheckpoint:
                 raise ConfigurationError(message)
             log.warning("%s (validation has not run yet: no checkpoint this time)", message)
             return
-        current = _number(candidates[self.monitor])
+        current = number(candidates[self.monitor])
         if self._in_top_k(trainer, current):
             self._update_and_save(trainer, current, candidates)
         elif self.verbose:
@@ -400,6 +412,11 @@ class ModelCheckpoint:
         if not self.save_last:
             return
         path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
+        version = self.STARTING_VERSION
+        while self.version_last and self.enable_version_counter and path != self.last_model_path and \
+                self._exists(trainer, path):  # another run's file: kept, this run's goes beside it
+            path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST, ver=version)
+            version += 1
         previous, self.last_model_path = self.last_model_path, path
         self._save(trainer, path)
         if previous and previous != path:  # a templated last name moved on
@@ -410,7 +427,21 @@ class ModelCheckpoint:
         self._last_global_step_saved = trainer.global_step
         self._last_path_saved = path
         self._owned.add(path)
+        self._requested.append(path)
         trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+
+    def _begin_request(self) -> None:
+        self._undo, self._requested = bookkeeping(self), []
+
+    def _forget_unwritten(self) -> None:
+        """The fit failed: if the latest save event's files were never written, undo that event's book-keeping."""
+        missing = [p for p in self._requested if not os.path.exists(p)]
+        if missing and self._undo:
+            for key, value in self._undo.items():
+                setattr(self, key, value)
+            self._owned.difference_update(missing)
+            log.info("ModelCheckpoint: the fit failed before %s was written; the book-keeping is as before it", missing)
+        self._requested, self._undo = [], {}
 
     def _remove(self, trainer: Any, path: str) -> None:
         """Delete ``path`` if it is this run's to delete: a file this run wrote in its own directory, and not the
@@ -440,7 +471,7 @@ class ModelCheckpoint:
     def format_checkpoint_name(self, metrics: dict[str, Any], filename: str | None = None,
                                ver: int | None = None) -> str:
         """The path for ``metrics`` (``{epoch}``, ``{step}``, ``{val_loss:.2f}``, ... filled in)."""
-        name = _format(filename or self.filename or "{epoch}" + self.CHECKPOINT_JOIN_CHAR + "{step}", metrics,
+        name = format_name(filename or self.filename or "{epoch}" + self.CHECKPOINT_JOIN_CHAR + "{step}", metrics,
                        self.auto_insert_metric_name, self.CHECKPOINT_EQUALS_CHAR)
         if ver is not None:
             name = f"{name}{self.CHECKPOINT_JOIN_CHAR}v{ver}"
@@ -465,36 +496,4 @@ class ModelCheckpoint:
         return trainer.broadcast(exists) if trainer.world_size > 1 else exists
 
     def _newest_last(self) -> str | None:
-        if self.dirpath is None or not os.path.isdir(self.dirpath):
-            return None
-        parts = re.split(r"\{[^}]*\}", self.CHECKPOINT_NAME_LAST)
-        pattern = re.compile(".*?".join(map(re.escape, parts)) + re.escape(self.FILE_EXTENSION) + "$")
-        found = [os.path.join(self.dirpath, f) for f in os.listdir(self.dirpath)
-                 if pattern.match(f) and not f.startswith(".")]
-        return max(found, key=os.path.getmtime) if found else None
-
-
-def _sibling_runs(old: str, new: str) -> bool:
-    """``.../<name>/<run a>/checkpoints`` and ``.../<name>/<run b>/checkpoints``: two runs of one name."""
-    old_run, new_run = os.path.dirname(os.path.abspath(old)), os.path.dirname(os.path.abspath(new))
-    return os.path.basename(old) == os.path.basename(new) and os.path.dirname(old_run) == os.path.dirname(new_run)
-
-
-def _number(value: Any) -> float:
-    return float(value.item() if isinstance(value, torch.Tensor) else value)
-
-
-def _format(template: str, metrics: dict[str, Any], insert_names: bool, equals: str) -> str:
-    """Fill ``{name}`` / ``{name:fmt}`` fields; names may contain dots and slashes (``{val/loss:.2f}``)."""
-    names = sorted(set(re.findall(r"\{([^{}:]+)(?::[^{}]*)?\}", template)), key=len, reverse=True)
-    values = {}
-    for name in names:  # read to the host only the values the name uses
-        value = metrics.get(name, 0)
-        values[name] = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
-        pattern = re.compile(r"\{" + re.escape(name) + r"(:[^{}]*)?\}")
-        prefix = f"{name}{equals}" if insert_names else ""
-        def field(m: re.Match[str], p: str = prefix, n: str = name) -> str:
-            return p + "{0[" + n + "]" + (m.group(1) or "") + "}"
-
-        template = pattern.sub(field, template)
-    return template.format(values)
+        return newest_file(self.dirpath, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION)

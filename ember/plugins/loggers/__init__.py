@@ -88,7 +88,7 @@ class VersionedLogger:
     @property
     def root_dir(self) -> str:
         """``<save_dir>/<name>``: the parent of the version folders."""
-        return os.path.join(self.save_dir, self._name)
+        return os.path.join(self.save_dir, self.name)  # ``name`` as a subclass may define it
 
     @property
     def version(self) -> int | str:

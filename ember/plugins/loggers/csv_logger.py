@@ -17,8 +17,8 @@ _FIRST = ("epoch", "step")
 
 
 class CSVLogger(VersionedLogger):
-    """One row per ``log_metrics`` call: ``epoch``, ``step``, then one column per metric name in the order the
-    names first appeared (a cell is empty where a row has no value for that name).
+    """One row per ``log_metrics`` call: ``epoch`` (when logged), ``step``, then one column per metric name in the
+    order the names first appeared (a cell is empty where a row has no value for that name).
 
     Rows are buffered and written every ``flush_logs_every_n_steps`` rows and at the end of every run, also
     after an error. When a new name appears, the file is rewritten with the wider header.
@@ -106,11 +106,15 @@ class CSVLogger(VersionedLogger):
         if not self._rows:
             return
         path = self.metrics_path
+        if "://" in path:  # a URL (memory://, s3://, ...): through fsspec, which torch installs
+            self._save_remote(path)
+            return
         os.makedirs(os.path.dirname(path), exist_ok=True)
         if not self._columns and os.path.exists(path):  # a file from an earlier run of this logger's version
             with open(path, newline="", encoding="utf-8") as f:
                 self._columns = next(csv.reader(f), [])
-        columns = list(self._columns) or list(_FIRST)
+        # ``epoch`` (when a row has it) and ``step`` lead a new file's header
+        columns = list(self._columns) or [c for c in _FIRST if any(c in row for row in self._rows)]
         for row in self._rows:
             columns.extend(k for k in row if k not in columns)
         if columns != self._columns and os.path.exists(path):
@@ -124,6 +128,28 @@ class CSVLogger(VersionedLogger):
                 csv.DictWriter(f, fieldnames=columns).writerows(self._rows)
         self._columns = columns
         self._rows = []
+
+    def _save_remote(self, url: str) -> None:
+        """Rewrite the whole file with the buffered rows added (remote stores may not append)."""
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url)
+        old: list[dict[str, Any]] = []
+        columns: list[str] = []
+        if fs.isfile(path):
+            with fs.open(path, "r", newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                old, columns = list(reader), list(reader.fieldnames or [])
+        else:
+            fs.makedirs(os.path.dirname(path), exist_ok=True)
+        columns = columns or [c for c in _FIRST if any(c in row for row in self._rows)]
+        for row in self._rows:
+            columns.extend(k for k in row if k not in columns)
+        with fs.open(path, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(old + self._rows)
+        self._columns, self._rows = columns, []
 
     @staticmethod
     def _write(path: str, columns: list[str], rows: list[dict[str, Any]]) -> None:
@@ -151,6 +177,11 @@ class ExperimentWriter:
     @property
     def metrics_file_path(self) -> str:
         return self._logger.metrics_path
+
+    @property
+    def metrics(self) -> list[dict[str, Any]]:
+        """The rows logged and not yet written to the file (emptied by :meth:`save`)."""
+        return self._logger._rows
 
     def log_metrics(self, metrics_dict: dict[str, Any], step: int | None = None) -> None:
         self._logger.log_metrics(metrics_dict, step)

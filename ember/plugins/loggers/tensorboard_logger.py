@@ -6,7 +6,11 @@ as in Lightning; ``logger.csv`` otherwise."""
 from __future__ import annotations
 
 import os
+import warnings
+from argparse import Namespace
 from typing import Any
+
+import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
@@ -16,7 +20,9 @@ from ember.plugins.loggers import VersionedLogger, plain, save_hparams, tensorbo
 class TensorBoardLogger(VersionedLogger):
     """Writes through ``torch.utils.tensorboard.SummaryWriter``; ``experiment`` is that writer, for images,
     histograms and the rest of its API. ``hp_metric`` names the metric the HParams tab shows next to the
-    hyperparameters (Lightning's ``hp_metric``); None writes the hyperparameters without one."""
+    hyperparameters (Lightning's ``hp_metric``); None (or Lightning's ``default_hp_metric=False``) writes the
+    hyperparameters without one. ``log_graph=True``: :meth:`log_graph` adds the module's graph. ``sub_dir``: a
+    folder below the version folder to write into. ``~`` and ``$VARIABLES`` in the folder are expanded."""
 
     identity = "logger.tensorboard"
     #: The hyperparameter file beside the event files.
@@ -30,9 +36,12 @@ class TensorBoardLogger(VersionedLogger):
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str = "ember_logs",
                  version: int | str | None = None, prefix: str = "", hp_metric: str | None = "hp_metric",
+                 log_graph: bool = False, default_hp_metric: bool = True, sub_dir: str | os.PathLike | None = None,
                  **writer_kwargs: Any) -> None:
         super().__init__(save_dir, name, version, prefix)
-        self.hp_metric = hp_metric
+        self.hp_metric = hp_metric if default_hp_metric else None
+        self._log_graph = log_graph
+        self.sub_dir = os.fspath(sub_dir) if sub_dir is not None else None
         self.writer_kwargs = writer_kwargs
         self._writer: Any = None
 
@@ -43,6 +52,14 @@ class TensorBoardLogger(VersionedLogger):
         except ImportError as exc:
             raise ConfigurationError("logger 'tensorboard' needs the tensorboard package: "
                                      "pip install 'ember[tensorboard]' (or choose logger='csv').") from exc
+
+    @property
+    def log_dir(self) -> str:
+        """``<save_dir>/<name>/version_<n>[/<sub_dir>]``, with ``~`` and environment variables expanded."""
+        path = super().log_dir
+        if self.sub_dir:
+            path = os.path.join(path, self.sub_dir)
+        return os.path.expandvars(os.path.expanduser(path))
 
     @property
     def experiment(self) -> Any:
@@ -61,16 +78,50 @@ class TensorBoardLogger(VersionedLogger):
         self._attach(trainer)
 
     @hookimpl
-    def log_hyperparams(self, params: dict) -> None:
+    def log_hyperparams(self, params: Any, metrics: dict | None = None) -> None:
+        """Hyperparameters to ``hparams.yaml`` and the HParams tab; ``metrics`` (name: value), when given, are
+        logged at step 0 and shown next to them (else ``hp_metric``, as a placeholder of -1)."""
         from torch.utils.tensorboard.summary import hparams
 
+        params = vars(params) if isinstance(params, Namespace) else dict(params)
         save_hparams(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), params)
-        flat = _flatten(plain(dict(params)))
+        if metrics:
+            metrics = {name: _scalar(value) for name, value in metrics.items()}
+            self.log_metrics(metrics, 0)
+        flat = _flatten(plain(params))
         if not flat:
             return
-        metrics = {self.hp_metric: -1.0} if self.hp_metric else {}
-        for summary in hparams(flat, metrics):
+        shown = metrics or ({self.hp_metric: -1.0} if self.hp_metric else {})
+        for summary in hparams(flat, shown):
             self.experiment.file_writer.add_summary(summary)
+
+    def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
+        """Add ``model``'s graph, traced with ``input_array`` (default ``model.example_input_array``), when the
+        logger was made with ``log_graph=True``; an input that cannot be traced is a warning, not an error."""
+        if not self._log_graph:
+            return
+        if input_array is None:
+            input_array = getattr(model, "example_input_array", None)
+        if input_array is None:
+            warnings.warn("Could not log computational graph to TensorBoard: The `model.example_input_array` "
+                          "attribute is None and an `input_array` was not given.", UserWarning, stacklevel=2)
+            return
+        if not isinstance(input_array, (torch.Tensor, tuple)):
+            warnings.warn(f"Could not log computational graph to TensorBoard: an input of type "
+                          f"{type(input_array).__name__} can't be traced by TensorBoard; pass a tensor, or a tuple "
+                          "of the positional arguments of `forward()`.", UserWarning, stacklevel=2)
+            return
+        device = next((p.device for p in model.parameters()), torch.device("cpu"))
+        moved = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in input_array) \
+            if isinstance(input_array, tuple) else input_array.to(device)
+        modules = list(model.modules())
+        for m in modules:  # tracing reads every attribute; ember.Module.trainer answers None meanwhile
+            m.__dict__["_jit_is_scripting"] = True
+        try:
+            self.experiment.add_graph(model, moved)
+        finally:
+            for m in modules:
+                m.__dict__.pop("_jit_is_scripting", None)
 
     @hookimpl
     def log_metrics(self, metrics: dict, step: int) -> None:
@@ -98,6 +149,10 @@ class TensorBoardLogger(VersionedLogger):
             self._writer.flush()
             self._writer.close()
             self._writer = None
+
+
+def _scalar(value: Any) -> Any:
+    return value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
 
 
 def _flatten(params: dict, prefix: str = "") -> dict[str, Any]:
