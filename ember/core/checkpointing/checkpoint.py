@@ -21,16 +21,13 @@ computes the same numbers as one that never stopped. docs/checkpoints.md describ
 from __future__ import annotations
 
 import contextlib
-import inspect
 import logging
 import os
 import signal
-import weakref
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-import torch
-
+from ember.core.checkpointing import plugin_state
 from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers
 from ember.core.checkpointing.checkpoint_format import (
     FORMAT_VERSION,
@@ -54,7 +51,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
 from ember.core.errors import CheckpointError, ConfigurationError
-from ember.core.hooks.positional import STYLE_ATTR, is_base_hook
+from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
 from ember.core.loop.resumable_data import TrainData
@@ -80,22 +77,6 @@ class CheckpointedTrainer(RunningTrainer, Protocol):
 
 #: A multi-process fit agrees on stopping (after a signal) every this many batches: one small collective.
 SIGNAL_SYNC_EVERY = 8
-_DEFAULT_STATE_KEY: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def _default_state_key(cls: type) -> bool:
-    """``cls`` keeps ember.Callback's default ``state_key`` (the identity); looked up once per class, not per save."""
-    found = _DEFAULT_STATE_KEY.get(cls)
-    if found is None:
-        found = _DEFAULT_STATE_KEY[cls] = is_base_hook(getattr(inspect.getattr_static(cls, "state_key", None),
-                                                                "fget", None))
-    return found
-
-
-def _has_state(cls: type) -> bool:
-    """``cls`` defines ``state_dict`` and ``load_state_dict``: looked up on the class, so that an object that answers
-    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints."""
-    return all(callable(inspect.getattr_static(cls, name, None)) for name in ("state_dict", "load_state_dict"))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -186,32 +167,8 @@ class Checkpointing:
         return batch_idx is not None and (batch_idx + 1) % t.config.accumulate_grad_batches != 0
 
     def _stateful_plugins(self) -> list[tuple[str, Any]]:
-        """The one route of plugin state into and out of checkpoints: every plugin of the run (callbacks,
-        plugins, always-on and role plugins, the DataModule) that has Lightning's ``state_dict()`` and
-        ``load_state_dict(state)``, with the key its state is kept under in ``checkpoint["plugins"]``: its
-        ``state_key`` if it has one, else its identity. Each plugin appears once; two under one key are an
-        error (the second would overwrite the first)."""
-        t = self.trainer
-        candidates = list(t.extra_plugins) + list(t.autoload_plugins)
-        candidates += [(t.role_identities[role], plugin) for role, plugin in t.role_plugins.items()]
-        if t.datamodule is not None:
-            candidates.append(("datamodule", t.datamodule))
-        found: dict[str, Any] = {}
-        seen: set[int] = set()
-        for identity, plugin in candidates:
-            if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
-                continue
-            seen.add(id(plugin))
-            if not _has_state(type(plugin)):
-                continue
-            key = None if _default_state_key(type(plugin)) else getattr(plugin, "state_key", None)
-            key = key if isinstance(key, str) else identity
-            if key in found:
-                raise ConfigurationError(
-                    f"two plugins keep their state under the same checkpoint key {key!r}: {found[key]!r} and "
-                    f"{plugin!r}. Give one a distinct state_key (or identity) so that each is restored as saved.")
-            found[key] = plugin
-        return list(found.items())
+        """The run's plugins that keep state in checkpoints, with their keys (:func:`plugin_state.stateful`)."""
+        return plugin_state.stateful(self.trainer)
 
     # -- writing and removing ----------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, weights_only: bool = False) -> None:

@@ -101,6 +101,11 @@ class CSVLogger(VersionedLogger):
         self.save()
 
     # -- writing -------------------------------------------------------------------------------------------
+    @property
+    def pending_rows(self) -> list[dict[str, Any]]:
+        """The rows logged and not yet written to the file (emptied by :meth:`save`)."""
+        return self._rows
+
     def save(self) -> None:
         """Write the buffered rows."""
         if not self._rows:
@@ -181,7 +186,7 @@ class ExperimentWriter:
     @property
     def metrics(self) -> list[dict[str, Any]]:
         """The rows logged and not yet written to the file (emptied by :meth:`save`)."""
-        return self._logger._rows
+        return self._logger.pending_rows
 
     def log_metrics(self, metrics_dict: dict[str, Any], step: int | None = None) -> None:
         self._logger.log_metrics(metrics_dict, step)

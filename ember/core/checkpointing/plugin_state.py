@@ -1,0 +1,59 @@
+"""Which of a run's plugins keep state in checkpoints, and under which key (``checkpoint["plugins"]``)."""
+
+from __future__ import annotations
+
+import inspect
+import weakref
+from typing import Any
+
+import torch
+
+from ember.core.errors import ConfigurationError
+from ember.core.hooks.positional import is_base_hook
+
+_DEFAULT_STATE_KEY: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
+def _default_state_key(cls: type) -> bool:
+    """``cls`` keeps ember.Callback's default ``state_key`` (the identity); looked up once per class, not per save."""
+    found = _DEFAULT_STATE_KEY.get(cls)
+    if found is None:
+        found = _DEFAULT_STATE_KEY[cls] = is_base_hook(getattr(inspect.getattr_static(cls, "state_key", None),
+                                                                "fget", None))
+    return found
+
+
+def _has_state(cls: type) -> bool:
+    """``cls`` defines ``state_dict`` and ``load_state_dict``: looked up on the class, so that an object that answers
+    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints."""
+    return all(callable(inspect.getattr_static(cls, name, None)) for name in ("state_dict", "load_state_dict"))
+
+
+def stateful(trainer: Any) -> list[tuple[str, Any]]:
+    """The one route of plugin state into and out of checkpoints: every plugin of the run (callbacks,
+    plugins, always-on and role plugins, the DataModule) that has Lightning's ``state_dict()`` and
+    ``load_state_dict(state)``, with the key its state is kept under in ``checkpoint["plugins"]``: its
+    ``state_key`` if it has one, else its identity. Each plugin appears once; two under one key are an
+    error (the second would overwrite the first)."""
+    t = trainer
+    candidates = list(t.extra_plugins) + list(t.autoload_plugins)
+    candidates += [(t.role_identities[role], plugin) for role, plugin in t.role_plugins.items()]
+    if t.datamodule is not None:
+        candidates.append(("datamodule", t.datamodule))
+    found: dict[str, Any] = {}
+    seen: set[int] = set()
+    for identity, plugin in candidates:
+        if id(plugin) in seen or isinstance(plugin, (type, torch.nn.Module)):
+            continue
+        seen.add(id(plugin))
+        if not _has_state(type(plugin)):
+            continue
+        key = None if _default_state_key(type(plugin)) else getattr(plugin, "state_key", None)
+        key = key if isinstance(key, str) else identity
+        if key in found:
+            raise ConfigurationError(
+                f"two plugins keep their state under the same checkpoint key {key!r}: {found[key]!r} and "
+                f"{plugin!r}. Give one a distinct state_key (or identity) so that each is restored as saved.")
+        found[key] = plugin
+    return list(found.items())
+
