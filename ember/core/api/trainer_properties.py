@@ -175,8 +175,9 @@ class TrainerProperties:
         return self.config.overfit_batches
 
     @property
-    def val_check_interval(self) -> int | float:
-        """Batches (an int) or the fraction of an epoch (a float) between validations; 1.0 when not given."""
+    def val_check_interval(self) -> Any:
+        """Batches (an int), the fraction of an epoch (a float) or the time (as given) between validations; 1.0
+        when not given."""
         value = self.config.val_check_interval
         return 1.0 if value is None or self.config.fast_dev_batches else value
 
@@ -193,8 +194,13 @@ class TrainerProperties:
         return math.inf if value == -1 else value
 
     @property
+    def barebones(self) -> bool:
+        """``Trainer(barebones=True)``: the loop alone, without logging, checkpoints, progress bar or summary."""
+        return self.config.barebones
+
+    @property
     def log_every_n_steps(self) -> int:
-        return self.config.log_every_n_steps
+        return 0 if self.config.barebones else self.config.log_every_n_steps
 
     @property
     def gradient_clip_val(self) -> float | None:

@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ember.core.errors import ConfigurationError, UnknownArgumentError, suggest
+from ember.core.hooks import trainer_args
 
 _log = logging.getLogger("ember")
 
@@ -53,6 +54,9 @@ def _limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
+        return
+    if trainer_args.is_time_interval(value):
+        trainer_args.interval_seconds(value)  # raises naming what is wrong with it
         return
     if isinstance(value, float) and 0.0 < value <= 1.0:
         return
@@ -258,7 +262,8 @@ class TrainerConfig:
     limit_val_batches: int | float | None = attrs.field(default=None, validator=_limit)
     limit_test_batches: int | float | None = attrs.field(default=None, validator=_limit)
     limit_predict_batches: int | float | None = attrs.field(default=None, validator=_limit)
-    val_check_interval: int | float | None = attrs.field(default=None, validator=_val_check_interval)
+    val_check_interval: int | float | str | dict | datetime.timedelta | None = attrs.field(
+        default=None, validator=_val_check_interval)
     check_val_every_n_epoch: int | None = attrs.field(
         default=1, validator=_non_negative_int("check_val_every_n_epoch", 1, True))
     num_sanity_val_steps: int = attrs.field(default=2, converter=lambda v: 2 if v is None else v,
@@ -306,12 +311,24 @@ class TrainerConfig:
             raise AttributeError(f"TrainerConfig has no argument {name!r}") from None
 
     def __attrs_post_init__(self) -> None:
-        if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):
+        vci = self.val_check_interval
+        if self.check_val_every_n_epoch is None and not isinstance(vci, int) \
+                and not trainer_args.is_time_interval(vci):
             raise _fail("check_val_every_n_epoch", None,
                         "None is only allowed with an int val_check_interval (validation every N batches "
-                        "counted across epochs)")
+                        "counted across epochs) or a time-based one (`val_check_interval` should be an integer or a "
+                        "time-based duration (str 'DD:HH:MM:SS', datetime.timedelta, or dict kwargs for timedelta) "
+                        "when `check_val_every_n_epoch=None`.)")
         if self.deterministic not in (None, True, False, "warn"):
             raise _fail("deterministic", self.deterministic, "expected True, False, 'warn' or None")
+
+    @property
+    def val_check_seconds(self) -> float | None:
+        """Seconds between validations for a time-based ``val_check_interval`` (None otherwise, and under
+        ``fast_dev_run``)."""
+        if self.fast_dev_run or not trainer_args.is_time_interval(self.val_check_interval):
+            return None
+        return trainer_args.interval_seconds(self.val_check_interval)
 
     @property
     def fast_dev_batches(self) -> int:
@@ -332,6 +349,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
 
     declared = {o.name: o for o in options.declarations().of_plugins()}
     names = FIELDS + tuple(declared)
+    kwargs = {**trainer_args.env_defaults(names), **kwargs}  # PL_TRAINER_<NAME>: defaults; passed values win
     for key in kwargs:
         if key in LIGHTNING_ELSEWHERE:
             if kwargs[key] is not None:
@@ -369,9 +387,13 @@ def _say_whole_limits(passed: dict[str, Any]) -> None:
     """An info line for a limit given as exactly 1 or 1.0, which reads like either "one batch" or "all of them"
     (Lightning's message, which code written for it looks for)."""
     for name in ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
-                 "overfit_batches"):
+                 "overfit_batches", "val_check_interval"):
         value = passed.get(name)
-        if value is None or isinstance(value, bool) or value != 1:
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)) or value != 1:
+            continue
+        if name == "val_check_interval":
+            when = "after every training batch" if isinstance(value, int) else "at the end of each training epoch"
+            _log.info("`Trainer(%s=%r)` was configured so validation will run %s.", name, value, when)
             continue
         amount = "1 batch" if isinstance(value, int) else "100% of the batches"
         per = "" if name == "overfit_batches" else " per epoch"
@@ -402,6 +424,12 @@ def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
             raise ConfigurationError(f"Trainer(barebones=True) runs without {name}, but `Trainer({name}={value!r})` "
                                      "was passed; remove one of them.")
         kwargs[name] = value_off
+    every = kwargs.pop("log_every_n_steps", None)  # nothing is logged: trainer.log_every_n_steps reads 0
+    if every not in (None, 0):
+        raise ConfigurationError(f"Trainer(barebones=True) logs nothing, but `Trainer(log_every_n_steps={every!r})` "
+                                 "was passed; remove one of them.")
+    _log.info("Trainer(barebones=True): running in `Trainer(barebones=True)` mode, the loop alone (to measure its "
+              "overhead); off: %s, log_every_n_steps.", ", ".join(off))
 
 
 def _declared_defaults() -> dict[str, Any]:

@@ -314,6 +314,8 @@ class Loops:
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
+        if self.t.config.fast_dev_run:  # validates once at the epoch's end, whatever val_check_interval says
+            return
         if isinstance(vci, float) and vci < 1.0 and self.t.num_training_batches == math.inf:
             raise ConfigurationError(f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the "
                                      "training data has no length; pass an int (every N batches).")

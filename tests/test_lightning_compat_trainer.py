@@ -1,0 +1,137 @@
+"""Trainer behaviours that follow Lightning 2.6: environment defaults, time-based validation, barebones, and the
+checks and messages code written for Lightning relies on."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+from unittest import mock
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+import ember
+from ember.testing import TinyClassifier, tiny_dataset
+
+QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
+         "enable_checkpointing": False}
+
+
+def loader(batches: int, batch_size: int = 2) -> DataLoader:
+    return DataLoader(tiny_dataset(n=batches * batch_size), batch_size=batch_size)
+
+
+class CountsValidation(TinyClassifier):
+    def __init__(self) -> None:
+        super().__init__()
+        self.validations: list[tuple[int, int]] = []  # (epoch, global step) at each validation in the fit
+
+    def on_validation_epoch_start(self) -> None:
+        if not self.trainer.sanity_checking:
+            self.validations.append((self.trainer.current_epoch, self.trainer.global_step))
+
+
+# -- PL_TRAINER_<NAME> ---------------------------------------------------------------------------------------
+def test_environment_variables_give_defaults_and_passed_arguments_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PL_TRAINER_MAX_STEPS", "7")
+    monkeypatch.setenv("PL_TRAINER_LOGGER", "False")
+    monkeypatch.setenv("PL_TRAINER_DEFAULT_ROOT_DIR", "/tmp/not a literal")
+    monkeypatch.setenv("PL_TRAINER_LIMIT_VAL_BATCHES", "")  # empty: not set
+    trainer = ember.Trainer(accelerator="cpu")
+    assert trainer.max_steps == 7 and trainer.loggers == []
+    assert trainer.config.default_root_dir == "/tmp/not a literal"
+    assert trainer.config.limit_val_batches is None
+    trainer = ember.Trainer(accelerator="cpu", max_steps=42, logger=False)
+    assert trainer.max_steps == 42
+
+
+def test_an_invalid_environment_default_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PL_TRAINER_MAX_STEPS", "-5")
+    with pytest.raises(ember.ConfigurationError, match="max_steps"):
+        ember.Trainer(accelerator="cpu")
+
+
+# -- time-based val_check_interval ---------------------------------------------------------------------------
+@pytest.mark.parametrize("interval", ["00:00:00:02", {"seconds": 2}, datetime.timedelta(seconds=2)])
+def test_time_based_val_check_interval_validates_when_the_time_has_passed(interval: Any) -> None:
+    clock = iter(range(0, 10_000, 2))  # each reading of the clock: 2 seconds later
+    model = CountsValidation()
+    with mock.patch("time.monotonic", side_effect=lambda: next(clock)):
+        trainer = ember.Trainer(max_epochs=1, max_steps=5, limit_val_batches=1, num_sanity_val_steps=0,
+                                val_check_interval=interval, **QUIET)
+        trainer.fit(model, loader(8), loader(2))
+    assert model.validations == [(0, 1), (0, 2), (0, 3), (0, 4), (0, 5)]
+
+
+def test_time_based_val_check_interval_not_yet_due_skips_the_epoch_end() -> None:
+    model = CountsValidation()
+    trainer = ember.Trainer(max_epochs=2, limit_val_batches=1, num_sanity_val_steps=0,
+                            val_check_interval="01:00:00:00", **QUIET)
+    trainer.fit(model, loader(3), loader(2))
+    assert model.validations == []
+
+
+def test_time_based_val_check_interval_respects_check_val_every_n_epoch() -> None:
+    clock = iter(range(10_000))  # one second per reading
+    model = CountsValidation()
+    with mock.patch("time.monotonic", side_effect=lambda: next(clock)):
+        trainer = ember.Trainer(max_epochs=2, limit_val_batches=1, num_sanity_val_steps=0,
+                                check_val_every_n_epoch=2, val_check_interval={"seconds": 1}, **QUIET)
+        trainer.fit(model, loader(3), loader(2))
+    assert [epoch for epoch, _ in model.validations] == [1, 1, 1]
+
+
+def test_time_based_val_check_interval_allows_check_val_every_n_epoch_none() -> None:
+    ember.Trainer(accelerator="cpu", val_check_interval="00:00:01:00", check_val_every_n_epoch=None)
+    with pytest.raises(ember.ConfigurationError, match="should be an integer or a time-based duration"):
+        ember.Trainer(accelerator="cpu", val_check_interval=0.5, check_val_every_n_epoch=None)
+
+
+@pytest.mark.parametrize(("value", "match"), [("1:2:3", "DD:HH:MM:SS"), ("00:00:a:00", "whole number"),
+                                              ({"fortnights": 1}, "keyword arguments"), ("00:00:00:00", "longer")])
+def test_invalid_time_intervals_are_named(value: Any, match: str) -> None:
+    with pytest.raises(ember.ConfigurationError, match=match):
+        ember.Trainer(accelerator="cpu", val_check_interval=value)
+
+
+@pytest.mark.parametrize(("value", "says"), [(1, "after every training batch"), (1.0, "at the end of each")])
+def test_val_check_interval_of_one_says_which_one(value: Any, says: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        ember.Trainer(accelerator="cpu", val_check_interval=value)
+    assert f"`Trainer(val_check_interval={value})` was configured so validation will run {says}" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        ember.Trainer(accelerator="cpu")
+    assert "val_check_interval" not in caplog.text
+
+
+def test_fast_dev_run_ignores_a_val_check_interval_longer_than_its_epoch() -> None:
+    model = CountsValidation()
+    trainer = ember.Trainer(fast_dev_run=1, val_check_interval=2, **QUIET)
+    trainer.fit(model, loader(4), loader(2))
+    assert model.validations == [(0, 1)]
+
+
+# -- barebones -----------------------------------------------------------------------------------------------
+def test_barebones_says_so_and_reads_log_every_n_steps_as_zero(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        trainer = ember.Trainer(accelerator="cpu", barebones=True)
+    assert "running in `Trainer(barebones=True)` mode" in caplog.text
+    assert trainer.barebones and trainer.log_every_n_steps == 0
+    with pytest.raises(ember.ConfigurationError, match=r"log_every_n_steps=1\)` was passed"):
+        ember.Trainer(accelerator="cpu", barebones=True, log_every_n_steps=1)
+
+
+def test_barebones_self_log_warns_and_records_nothing() -> None:
+    class Logs(TinyClassifier):
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = super().training_step(batch, batch_idx)
+            self.log("seen", 1.0)
+            return loss
+
+    trainer = ember.Trainer(accelerator="cpu", barebones=True, max_epochs=1)
+    with pytest.warns(UserWarning, match=r"barebones=True\)` is configured"):
+        trainer.fit(Logs(), loader(2))
+    assert "seen" not in trainer.callback_metrics
