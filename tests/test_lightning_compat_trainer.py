@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 import ember
+from ember.core.errors import UnknownPluginError
 from ember.testing import TinyClassifier, tiny_dataset
 
 QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
@@ -135,3 +136,54 @@ def test_barebones_self_log_warns_and_records_nothing() -> None:
     with pytest.warns(UserWarning, match=r"barebones=True\)` is configured"):
         trainer.fit(Logs(), loader(2))
     assert "seen" not in trainer.callback_metrics
+
+
+# -- errors and messages code written for Lightning looks for ------------------------------------------------
+@pytest.mark.parametrize("fn", ["validate", "test", "predict"])
+def test_evaluation_without_any_model_is_a_type_error(fn: str) -> None:
+    trainer = ember.Trainer(**QUIET)
+    with pytest.raises(TypeError, match=rf"{fn}\(\)` requires a `LightningModule"):
+        getattr(trainer, fn)()
+
+
+@pytest.mark.parametrize("fn", ["fit", "validate", "test", "predict"])
+def test_a_module_without_the_step_method_is_a_type_error(fn: str) -> None:
+    trainer = ember.Trainer(**QUIET)
+    with pytest.raises(TypeError, match=r"must be a `LightningModule`.*got `Linear"):
+        getattr(trainer, fn)(torch.nn.Linear(2, 2))
+
+
+def test_evaluation_without_a_model_uses_the_fitted_one() -> None:
+    model = CountsValidation()
+    trainer = ember.Trainer(max_epochs=1, num_sanity_val_steps=0, **QUIET)
+    trainer.fit(model, loader(2), loader(2))
+    assert trainer.validate(dataloaders=loader(2), verbose=False)
+    assert trainer.module is model
+
+
+def test_argument_messages_name_the_argument_as_lightning_does() -> None:
+    with pytest.raises(TypeError, match="`gradient_clip_val` should be an int or a float"):
+        ember.Trainer(accelerator="cpu", gradient_clip_val=(1, 2))
+    with pytest.raises(ValueError, match="`gradient_clip_algorithm` norm2 is invalid"):
+        ember.Trainer(accelerator="cpu", gradient_clip_algorithm="norm2")
+    with pytest.raises(ValueError, match="`max_epochs` must be a non-negative integer or -1"):
+        ember.Trainer(accelerator="cpu", max_epochs=-100)
+    with pytest.raises(ValueError, match="`check_val_every_n_epoch` should be an integer, found 1.2"):
+        ember.Trainer(accelerator="cpu", check_val_every_n_epoch=1.2)
+
+
+def test_default_root_dir_expands_the_home_directory() -> None:
+    import os
+    from pathlib import Path
+
+    home = os.path.expanduser("~")
+    assert ember.Trainer(accelerator="cpu", default_root_dir="~/runs").default_root_dir == os.path.join(home, "runs")
+    assert ember.Trainer(accelerator="cpu", default_root_dir=Path("~/runs")).default_root_dir == \
+        os.path.join(home, "runs")
+    assert ember.Trainer(accelerator="cpu", default_root_dir="s3://bucket/~x").default_root_dir == "s3://bucket/~x"
+
+
+@pytest.mark.parametrize("name", ["ddp_spawn", "ddp_fork", "ddp_notebook"])
+def test_lightning_spawn_strategies_name_what_to_use(name: str) -> None:
+    with pytest.raises(UnknownPluginError, match="use strategy=.ddp."):
+        ember.Trainer(accelerator="cpu", strategy=name)
