@@ -187,3 +187,22 @@ def test_default_root_dir_expands_the_home_directory() -> None:
 def test_lightning_spawn_strategies_name_what_to_use(name: str) -> None:
     with pytest.raises(UnknownPluginError, match="use strategy=.ddp."):
         ember.Trainer(accelerator="cpu", strategy=name)
+
+
+# -- predict --------------------------------------------------------------------------------------------------
+class PredictsSome(TinyClassifier):
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        return None if batch_idx % 2 else self(batch[0])
+
+
+def test_predict_warns_when_predict_step_returns_none() -> None:
+    trainer = ember.Trainer(**QUIET)
+    with pytest.warns(UserWarning, match="predict returned None"):
+        out = trainer.predict(PredictsSome(), loader(2))
+    assert out is not None and out[1] is None and isinstance(out[0], torch.Tensor)
+
+
+def test_predict_return_predictions_none_means_return_them() -> None:
+    trainer = ember.Trainer(**QUIET)
+    out = trainer.predict(TinyClassifier(), loader(3), return_predictions=None)
+    assert out is not None and len(out) == 3

@@ -101,7 +101,8 @@ class Loops:
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
         if fn == "predict":
-            return self.predict(loaders["predict"], options.get("return_predictions", True))
+            keep = options.get("return_predictions")
+            return self.predict(loaders["predict"], True if keep is None else keep)  # None: Lightning's default
         return self.evaluate(fn, loaders[fn], options.get("verbose", True))
 
     def _set_limits(self) -> None:
