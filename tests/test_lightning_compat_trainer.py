@@ -206,3 +206,15 @@ def test_predict_return_predictions_none_means_return_them() -> None:
     trainer = ember.Trainer(**QUIET)
     out = trainer.predict(TinyClassifier(), loader(3), return_predictions=None)
     assert out is not None and len(out) == 3
+
+
+# -- trainer.init_module ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(("precision", "dtype"), [("32-true", torch.float32), ("64-true", torch.float64),
+                                                  ("bf16-true", torch.bfloat16)])
+def test_init_module_builds_on_the_run_device_in_the_precision_dtype(precision: str, dtype: torch.dtype) -> None:
+    trainer = ember.Trainer(precision=precision, **QUIET)
+    with trainer.init_module():
+        layer = torch.nn.Linear(2, 2)
+    assert layer.weight.device == trainer.root_device and layer.weight.dtype == dtype
+    assert torch.get_default_dtype() == torch.float32  # restored
+    assert torch.nn.Linear(2, 2).weight.dtype == torch.float32

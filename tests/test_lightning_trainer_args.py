@@ -240,11 +240,6 @@ def test_trainer_state_after_each_entry_point() -> None:
     assert (trainer.state.fn, trainer.state.finished) == ("test", True)
 
 
-def test_init_module_names_the_ember_way() -> None:
-    with pytest.raises(ember.ConfigurationError, match="configure_model"):
-        ember.Trainer(**QUIET).init_module()
-
-
 @pytest.mark.parametrize("kind", ["trainer_arguments", "trainer_attributes", "module_names", "datamodule_names",
                                   "callback_hooks"])
 def test_docs_lightning_md_gives_every_lightning_name_a_status(kind: str) -> None:
