@@ -218,3 +218,7 @@ def test_init_module_builds_on_the_run_device_in_the_precision_dtype(precision: 
     assert layer.weight.device == trainer.root_device and layer.weight.dtype == dtype
     assert torch.get_default_dtype() == torch.float32  # restored
     assert torch.nn.Linear(2, 2).weight.dtype == torch.float32
+
+
+def test_single_device_strategy_has_no_launcher() -> None:
+    assert ember.Trainer(**QUIET).strategy.launcher is None
