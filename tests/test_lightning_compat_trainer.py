@@ -222,3 +222,51 @@ def test_init_module_builds_on_the_run_device_in_the_precision_dtype(precision: 
 
 def test_single_device_strategy_has_no_launcher() -> None:
     assert ember.Trainer(**QUIET).strategy.launcher is None
+
+
+# -- configure_optimizers ------------------------------------------------------------------------------------
+def _fit_with(configure: Any) -> None:
+    class Model(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            return configure(self)
+
+    ember.Trainer(max_epochs=1, **QUIET).fit(Model(), loader(2))
+
+
+def test_unknown_lr_scheduler_keys_warn_and_are_ignored() -> None:
+    def configure(m: Any) -> Any:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1),
+                                                   "intervl": "step"}}
+
+    with pytest.warns(RuntimeWarning, match=r"Found unsupported keys in the lr scheduler dict: .*'interval'"):
+        _fit_with(configure)
+
+
+def test_a_scheduler_of_an_optimizer_not_returned_is_an_error() -> None:
+    def configure(m: Any) -> Any:
+        opt1, opt2 = torch.optim.SGD(m.parameters(), lr=0.1), torch.optim.SGD(m.parameters(), lr=0.1)
+        return [opt1], [torch.optim.lr_scheduler.StepLR(opt2, 1)]
+
+    with pytest.raises(ember.ConfigurationError, match="attached with an optimizer that wasn't returned"):
+        _fit_with(configure)
+
+
+def test_an_unknown_interval_says_which_are_allowed() -> None:
+    def configure(m: Any) -> Any:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1),
+                                                   "interval": "sometimes"}}
+
+    with pytest.raises(ember.ConfigurationError, match=r'The "interval" key in lr scheduler dict must be'):
+        _fit_with(configure)
+
+
+@pytest.mark.parametrize("limit", [0, 0.0])
+def test_val_check_interval_longer_than_the_epoch_is_fine_without_validation(limit: Any) -> None:
+    model = CountsValidation()
+    trainer = ember.Trainer(max_epochs=1, val_check_interval=10, limit_val_batches=limit, **QUIET)
+    trainer.fit(model, loader(3), loader(2))
+    assert trainer.global_step == 3 and model.validations == []
+    with pytest.raises(ember.ConfigurationError, match="must be less than or equal to the number of the training"):
+        ember.Trainer(max_epochs=1, val_check_interval=10, **QUIET).fit(CountsValidation(), loader(3), loader(2))

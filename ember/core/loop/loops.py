@@ -321,7 +321,7 @@ class Loops:
             raise ConfigurationError(f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the "
                                      "training data has no length; pass an int (every N batches).")
         if isinstance(vci, int) and self.t.config.check_val_every_n_epoch is not None \
-                and vci > self.t.num_training_batches:
+                and vci > self.t.num_training_batches and self.t.config.limit_val_batches != 0:  # 0: no validation
             raise ConfigurationError(
                 f"Trainer(val_check_interval={vci}) must be less than or equal to the number of the training batches "
                 f"of an epoch ({self.t.num_training_batches}); lower it, or pass check_val_every_n_epoch=None to "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import attrs
@@ -18,8 +19,8 @@ _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple
 
 def _interval(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in ("epoch", "step"):
-        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step' (the "
-                                 "\"interval\" key in lr scheduler dict must be one of those).")
+        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step' (The "
+                                 "\"interval\" key in lr scheduler dict must be \"step\" or \"epoch\").")
 
 
 def _frequency(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -59,9 +60,11 @@ def _is_optimizer(obj: Any) -> bool:
 def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     if isinstance(obj, dict):
         unknown = set(obj) - _SCHEDULER_KEYS
-        if unknown:
-            raise ConfigurationError(f"{where}: unknown lr_scheduler key(s) {sorted(unknown)}; "
-                                     f"allowed: {sorted(_SCHEDULER_KEYS)}.")
+        if unknown:  # ignored with a warning, as Lightning does
+            close = "".join(suggest(str(k), _SCHEDULER_KEYS) for k in sorted(unknown, key=str))
+            warnings.warn(f"{where}: Found unsupported keys in the lr scheduler dict: {unknown}; they are ignored "
+                          f"(allowed: {sorted(_SCHEDULER_KEYS)}).{close}", RuntimeWarning, stacklevel=6)
+            obj = {k: v for k, v in obj.items() if k in _SCHEDULER_KEYS}
         if "scheduler" not in obj:
             raise ConfigurationError(f'{where}: The lr scheduler dict must have the key "scheduler" (the scheduler '
                                      "object).")
@@ -88,6 +91,18 @@ def _unknown(where: str, returned: Any, close: str = "") -> ConfigurationError:
 
 def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not."""
+    optimizers, configs = _parse(result)
+    for config in configs:
+        attached = getattr(config.scheduler, "optimizer", None)
+        if _is_optimizer(attached) and not any(attached is o for o in optimizers):
+            raise ConfigurationError(
+                f"configure_optimizers(): the scheduler {type(config.scheduler).__name__} is attached with an "
+                "optimizer that wasn't returned from `configure_optimizers`; return that optimizer too (its steps "
+                "drive the scheduler).")
+    return optimizers, configs
+
+
+def _parse(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     where = "configure_optimizers()"
     if result is None:
         return [], []
