@@ -270,3 +270,21 @@ def test_val_check_interval_longer_than_the_epoch_is_fine_without_validation(lim
     assert trainer.global_step == 3 and model.validations == []
     with pytest.raises(ember.ConfigurationError, match="must be less than or equal to the number of the training"):
         ember.Trainer(max_epochs=1, val_check_interval=10, **QUIET).fit(CountsValidation(), loader(3), loader(2))
+
+
+def test_epoch_schedulers_do_not_step_for_an_epoch_that_ends_early() -> None:
+    steps: list[str] = []
+
+    class Model(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(opt)
+            plain = torch.optim.lr_scheduler.StepLR(opt, 1)
+            plateau.step = lambda *a, **k: steps.append("plateau")  # type: ignore[method-assign]
+            plain.step = lambda *a, **k: steps.append("plain")  # type: ignore[method-assign]
+            return [opt], [{"scheduler": plateau, "monitor": "never_logged"}, plain]
+
+    ember.Trainer(max_steps=1, **QUIET).fit(Model(), loader(4))  # ends after 1 of 4 batches: nothing steps
+    assert steps == []
+    with pytest.raises(ember.ConfigurationError, match="never_logged"):
+        ember.Trainer(max_epochs=1, **QUIET).fit(Model(), loader(2))  # a whole epoch: the plateau one steps

@@ -188,15 +188,15 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
-        if automatic and t.lr_scheduler_configs and not scheds_stepped:
-            self.step_schedulers("epoch")
+        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch (they stepped then);
+        # one that ended early (max_steps, -1 from on_train_batch_start, a stop) steps none of them.
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
         loop.log_context.defaults = EPOCH_HOOK
         if h.on_train_epoch_end is not None:
             h.on_train_epoch_end(trainer=t, module=t.module)
-        if automatic and t.lr_scheduler_configs:
+        if automatic and t.lr_scheduler_configs and scheds_stepped:
             self.step_plateau("epoch")
         if h.log_metrics is not None:
             loop.metrics.write_epoch(results)
