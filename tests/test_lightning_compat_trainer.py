@@ -288,3 +288,22 @@ def test_epoch_schedulers_do_not_step_for_an_epoch_that_ends_early() -> None:
     assert steps == []
     with pytest.raises(ember.ConfigurationError, match="never_logged"):
         ember.Trainer(max_epochs=1, **QUIET).fit(Model(), loader(2))  # a whole epoch: the plateau one steps
+
+
+# -- data ----------------------------------------------------------------------------------------------------
+class _Stream(torch.utils.data.IterableDataset):
+    def __iter__(self) -> Any:
+        return iter(tiny_dataset(n=4))
+
+
+class _SizedStream(_Stream):
+    def __len__(self) -> int:
+        return 4
+
+
+@pytest.mark.parametrize("stage", ["fit", "validate", "test", "predict"])
+def test_an_iterable_dataset_with_a_length_gets_a_warning(stage: str) -> None:
+    trainer = ember.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(UserWarning, match=r"Your `IterableDataset` has `__len__` defined"):
+        getattr(trainer, stage)(TinyClassifier(), DataLoader(_SizedStream(), batch_size=2))
+    getattr(ember.Trainer(max_epochs=1, **QUIET), stage)(TinyClassifier(), DataLoader(_Stream(), batch_size=2))
