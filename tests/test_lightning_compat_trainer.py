@@ -307,3 +307,21 @@ def test_an_iterable_dataset_with_a_length_gets_a_warning(stage: str) -> None:
     with pytest.warns(UserWarning, match=r"Your `IterableDataset` has `__len__` defined"):
         getattr(trainer, stage)(TinyClassifier(), DataLoader(_SizedStream(), batch_size=2))
     getattr(ember.Trainer(max_epochs=1, **QUIET), stage)(TinyClassifier(), DataLoader(_Stream(), batch_size=2))
+
+
+# -- ckpt_path="best" --------------------------------------------------------------------------------------------
+def test_best_without_a_checkpoint_callback_says_none_is_configured() -> None:
+    trainer = ember.Trainer(max_epochs=1, **QUIET)
+    trainer.fit(TinyClassifier(), loader(2))
+    with pytest.raises(ValueError, match="`ModelCheckpoint` is not configured."):
+        trainer.test(ckpt_path="best", dataloaders=loader(2), verbose=False)
+
+
+def test_best_with_save_top_k_zero_says_no_best_is_kept(tmp_path: Any) -> None:
+    from ember.plugins.callbacks.model_checkpoint import ModelCheckpoint
+
+    trainer = ember.Trainer(**{**QUIET, "enable_checkpointing": True}, max_epochs=1, default_root_dir=str(tmp_path),
+                            callbacks=[ModelCheckpoint(dirpath=str(tmp_path), save_top_k=0)])
+    trainer.fit(TinyClassifier(), loader(2))
+    with pytest.raises(ValueError, match="is not configured to save the best"):
+        trainer.test(ckpt_path="best", dataloaders=loader(2), verbose=False)
