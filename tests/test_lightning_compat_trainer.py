@@ -325,3 +325,48 @@ def test_best_with_save_top_k_zero_says_no_best_is_kept(tmp_path: Any) -> None:
     trainer.fit(TinyClassifier(), loader(2))
     with pytest.raises(ValueError, match="is not configured to save the best"):
         trainer.test(ckpt_path="best", dataloaders=loader(2), verbose=False)
+
+
+class _NotAScheduler:
+    def __init__(self, optimizer: Any) -> None:
+        self.optimizer = optimizer
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: Any) -> None:
+        pass
+
+
+class _Manual(TinyClassifier):
+    def __init__(self, scheduler: Any) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.make_scheduler = scheduler
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        opt = self.optimizers()
+        opt.zero_grad()
+        self.manual_backward(torch.nn.functional.cross_entropy(self(batch[0]), batch[1]))
+        opt.step()
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.SGD(self.parameters(), lr=0.1)
+        return [opt], [self.make_scheduler(opt)]
+
+
+def test_manual_optimization_accepts_any_scheduler_object() -> None:
+    ember.Trainer(max_epochs=1, **QUIET).fit(_Manual(_NotAScheduler), loader(2))
+    with pytest.raises(ember.ConfigurationError, match="doesn't follow PyTorch's LRScheduler"):
+        _fit_with(lambda m: ([o := torch.optim.SGD(m.parameters(), lr=0.1)], [_NotAScheduler(o)]))
+
+
+def test_manual_optimization_ignores_plateau_keys_with_a_warning() -> None:
+    def plateau(opt: Any) -> Any:
+        return {"scheduler": torch.optim.lr_scheduler.ReduceLROnPlateau(opt), "monitor": "x", "interval": "step"}
+
+    trainer = ember.Trainer(max_epochs=1, **QUIET)
+    with pytest.warns(RuntimeWarning, match=r"\['monitor'\], but the keys will be ignored"):
+        trainer.fit(_Manual(plateau), loader(2))
+    assert trainer.lr_scheduler_configs[0].interval == "step"
+    ember.Trainer(max_epochs=1, **QUIET).fit(_Manual(torch.optim.lr_scheduler.ReduceLROnPlateau), loader(2))

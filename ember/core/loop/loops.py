@@ -287,7 +287,8 @@ class Loops:
     def setup_optimizers(self) -> None:
         t = self.t
         module = t.module
-        optimizers, schedulers = parse_optimizers(module.configure_optimizers())
+        optimizers, schedulers = parse_optimizers(module.configure_optimizers(),
+                                                  getattr(module, "automatic_optimization", True))
         automatic = getattr(module, "automatic_optimization", True)
         cfg = t.config
         if not automatic and cfg.gradient_clip_val:
