@@ -370,3 +370,11 @@ def test_manual_optimization_ignores_plateau_keys_with_a_warning() -> None:
         trainer.fit(_Manual(plateau), loader(2))
     assert trainer.lr_scheduler_configs[0].interval == "step"
     ember.Trainer(max_epochs=1, **QUIET).fit(_Manual(torch.optim.lr_scheduler.ReduceLROnPlateau), loader(2))
+
+
+def test_train_dataloader_is_the_loader_given_to_fit() -> None:
+    given = loader(3)
+    trainer = ember.Trainer(max_epochs=1, **QUIET)
+    assert trainer.train_dataloader is None
+    trainer.fit(TinyClassifier(), given)
+    assert trainer.train_dataloader is given and trainer.num_training_batches == 3

@@ -369,8 +369,8 @@ class TrainerProperties:
 
     @property
     def train_dataloader(self) -> Any:
-        """The fit's training loader (None before a fit)."""
-        return self.loop.training.train_loader
+        """The fit's training loader as it was given (None before a fit); the loop iterates a resumable copy."""
+        return self.loop.training.given_train_loader
 
     @property
     def val_dataloaders(self) -> Any:

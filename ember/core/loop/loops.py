@@ -238,6 +238,7 @@ class Loops:
             raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
                                      "iterable that yields a batch per step.")
         training = self.training
+        training.given_train_loader = train[0]
         training.train_loader = t.checkpointing.train_loader(train[0])
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
         if t.num_training_batches == 0 and t.config.limit_train_batches != 0:

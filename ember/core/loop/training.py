@@ -71,6 +71,8 @@ class TrainingLoop:
         self.t = loop.t
         self.progress = loop.progress
         self.train_loader: Any = None
+        #: The loader as the data source gave it (``train_loader`` is its resumable copy, the one iterated).
+        self.given_train_loader: Any = None
         self.val_loaders: list[Any] = []
         #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.loop.module_overrides), per fit.
         self.overrides = module_overrides.NONE
