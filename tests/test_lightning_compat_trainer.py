@@ -378,3 +378,9 @@ def test_train_dataloader_is_the_loader_given_to_fit() -> None:
     assert trainer.train_dataloader is None
     trainer.fit(TinyClassifier(), given)
     assert trainer.train_dataloader is given and trainer.num_training_batches == 3
+
+
+def test_a_missing_checkpoint_file_is_a_file_not_found_error() -> None:
+    trainer = ember.Trainer(**QUIET)
+    with pytest.raises(FileNotFoundError, match="random.ckpt"):
+        trainer.test(TinyClassifier(), loader(2), ckpt_path="random.ckpt", verbose=False)
