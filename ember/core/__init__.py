@@ -32,7 +32,7 @@ from types import ModuleType
 #: Each room and its modules.
 ROOMS = {
     "hooks": ("class_hooks", "config", "defaults", "discovery", "dispatch", "options", "plugin_manager",
-              "positional", "tracing"),
+              "positional", "tracing", "trainer_args"),
     "loop": ("data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
              "resumable_data", "rng", "run_inputs", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
@@ -41,7 +41,7 @@ ROOMS = {
 }
 
 #: Modules written since the rooms: they never had a path directly under ember.core.
-_BORN_IN_A_ROOM = frozenset({"hparams", "parts", "plugin_state", "restarts", "writer_process"})
+_BORN_IN_A_ROOM = frozenset({"hparams", "parts", "plugin_state", "restarts", "trainer_args", "writer_process"})
 
 #: A module's former path -> its path now.
 MOVED = {f"{__name__}.{module}": f"{__name__}.{room}.{module}" for room, modules in ROOMS.items()

@@ -45,6 +45,10 @@ class CheckpointError(EmberError):
     """A checkpoint that cannot be read or does not fit the run."""
 
 
+class MissingCheckpointError(CheckpointError, FileNotFoundError):
+    """A checkpoint path with no file there: a ``FileNotFoundError`` too, as ``torch.load`` (and Lightning) raise."""
+
+
 def closest(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
     """The closest of ``choices`` to ``name`` (a likely typo of it), or None."""
     close = difflib.get_close_matches(str(name), list(choices), n=1, cutoff=cutoff)

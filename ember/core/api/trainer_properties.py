@@ -6,11 +6,13 @@ through C-level getters, so that a plugin reading ``trainer.global_step`` at eve
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 import operator
 import os
 import signal
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -67,6 +69,7 @@ class TrainerProperties:
         global_rank: int
         num_training_batches: float
         role_identities: dict[str, str]
+        root_device: torch.device
         extra_plugins: list[tuple[str, Any]]
         autoload_plugins: list[tuple[str, Any]]
         role_plugins: dict[str, Any]
@@ -175,8 +178,9 @@ class TrainerProperties:
         return self.config.overfit_batches
 
     @property
-    def val_check_interval(self) -> int | float:
-        """Batches (an int) or the fraction of an epoch (a float) between validations; 1.0 when not given."""
+    def val_check_interval(self) -> Any:
+        """Batches (an int), the fraction of an epoch (a float) or the time (as given) between validations; 1.0
+        when not given."""
         value = self.config.val_check_interval
         return 1.0 if value is None or self.config.fast_dev_batches else value
 
@@ -193,8 +197,13 @@ class TrainerProperties:
         return math.inf if value == -1 else value
 
     @property
+    def barebones(self) -> bool:
+        """``Trainer(barebones=True)``: the loop alone, without logging, checkpoints, progress bar or summary."""
+        return self.config.barebones
+
+    @property
     def log_every_n_steps(self) -> int:
-        return self.config.log_every_n_steps
+        return 0 if self.config.barebones else self.config.log_every_n_steps
 
     @property
     def gradient_clip_val(self) -> float | None:
@@ -360,8 +369,8 @@ class TrainerProperties:
 
     @property
     def train_dataloader(self) -> Any:
-        """The fit's training loader (None before a fit)."""
-        return self.loop.training.train_loader
+        """The fit's training loader as it was given (None before a fit); the loop iterates a resumable copy."""
+        return self.loop.training.given_train_loader
 
     @property
     def val_dataloaders(self) -> Any:
@@ -382,11 +391,29 @@ class TrainerProperties:
         """SIGTERM asked the running fit to stop (it stops at the next safe point)."""
         return self.checkpointing.stop_signal == signal.SIGTERM
 
-    def init_module(self, empty_init: bool | None = None) -> Any:
-        raise ConfigurationError(
-            "trainer.init_module() is not available in ember: create the module as usual (the Trainer moves it to "
-            "the device and converts it to the precision), or build large layers in the module's configure_model() "
-            "hook, which runs in the strategy's sharded context.")
+    @contextlib.contextmanager
+    def init_module(self, empty_init: bool | None = None) -> Generator[None, None, None]:
+        """``with trainer.init_module(): model = MyModel()``: tensors made inside are created on the run's device and,
+        under a ``*-true`` precision, in its dtype, so the module is not built on the CPU in float32 first.
+        ``empty_init`` is accepted for Lightning's signature; the weights are initialised as usual. A sharded
+        strategy builds large layers in the module's ``configure_model()`` hook instead."""
+        if self.role_identities.get("strategy", "").startswith("strategy.fsdp"):
+            raise ConfigurationError(
+                "trainer.init_module() under a sharded strategy would build the whole module on one device: build "
+                "large layers in the module's configure_model() hook, which runs in the strategy's sharded context.")
+        dtype = _TRUE_DTYPES.get(self.role_identities.get("precision", "").split(".", 1)[-1])
+        previous = torch.get_default_dtype()
+        with torch.device(self.root_device):
+            if dtype is not None:
+                torch.set_default_dtype(dtype)
+            try:
+                yield
+            finally:
+                torch.set_default_dtype(previous)
+
+
+#: The dtype a module is built in under a ``*-true`` precision (``trainer.init_module``).
+_TRUE_DTYPES = {"64-true": torch.float64, "16-true": torch.float16, "bf16-true": torch.bfloat16}
 
 
 def _one_or_list(loaders: list[Any]) -> Any:

@@ -135,8 +135,11 @@ class CheckpointPaths:
         t = self.trainer
         cb = t.checkpoint_callback
         if cb is None:
-            raise ConfigurationError("ckpt_path='best' needs a checkpoint callback (ModelCheckpoint); this Trainer "
-                                     "has none (enable_checkpointing=False?). Pass the checkpoint's path instead.")
+            raise ConfigurationError("ckpt_path='best' needs a checkpoint callback: `ModelCheckpoint` is not "
+                                     "configured (enable_checkpointing=False?). Pass the checkpoint's path instead.")
+        if getattr(cb, "save_top_k", None) == 0:
+            raise ConfigurationError("ckpt_path='best': the `ModelCheckpoint` is not configured to save the best "
+                                     "model (save_top_k=0). Pass the checkpoint's path, or 'last'.")
         best = getattr(cb, "best_model_path", "")
         if best:
             return best

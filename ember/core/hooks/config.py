@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from ember.core.errors import ConfigurationError, UnknownArgumentError, suggest
+from ember.core.hooks import trainer_args
 
 _log = logging.getLogger("ember")
 
@@ -21,6 +22,10 @@ PRECISION_ALIASES = {
     "32": "32-true", 32: "32-true", "64": "64-true", 64: "64-true", "16": "16-mixed", 16: "16-mixed",
     "bf16": "bf16-mixed", "half": "16-true", "double": "64-true",
 }
+
+
+class _TypeFail(ConfigurationError, TypeError):
+    """A Trainer argument of the wrong type: a ``TypeError`` too (as Lightning raises for it)."""
 
 
 def _fail(name: str, value: Any, allowed: str) -> ConfigurationError:
@@ -32,8 +37,14 @@ def _non_negative_int(name: str, minimum: int = 0, none_ok: bool = False) -> Any
         if value is None and none_ok:
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            if minimum == -1:
+                says = f"`{name}` must be a non-negative integer or -1"
+            elif not isinstance(value, int) or isinstance(value, bool):
+                says = f"`{name}` should be an integer, found {value!r}"
+            else:
+                says = f"`{name}` should be an int >= {minimum}"
             raise _fail(name, value, f"expected an integer >= {minimum}" + (" or None" if none_ok else "")
-                        + f" (`{name}` should be an int >= {minimum})")
+                        + f" ({says})")
 
     return check
 
@@ -53,6 +64,9 @@ def _limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 
 def _val_check_interval(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
+        return
+    if trainer_args.is_time_interval(value):
+        trainer_args.interval_seconds(value)  # raises naming what is wrong with it
         return
     if isinstance(value, float) and 0.0 < value <= 1.0:
         return
@@ -142,15 +156,25 @@ def _fast_dev_run(instance: Any, attribute: attrs.Attribute, value: Any) -> None
 
 def _clip_algorithm(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value not in (None, "norm", "value"):
-        raise _fail("gradient_clip_algorithm", value, "expected 'norm' or 'value'" + suggest(value, ["norm", "value"]))
+        raise _fail("gradient_clip_algorithm", value, f"`gradient_clip_algorithm` {value} is invalid; expected 'norm' or "
+                    "'value'" + suggest(value, ["norm", "value"]))
 
 
 def _clip_val(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _TypeFail(str(_fail("gradient_clip_val", value, "expected a finite number >= 0 (0 or None: no clipping; "
+                                  f"`gradient_clip_val` should be an int or a float, got {type(value).__name__})")))
+    if not 0 <= value < float("inf"):
         # NaN or infinity would clip every gradient to NaN (or not at all) without a word
         raise _fail("gradient_clip_val", value, "expected a finite number >= 0 (0 or None: no clipping)")
+
+
+def _root_dir(value: Any) -> str:
+    """``default_root_dir``: ``~`` expanded in a local path; a URL (``s3://...``) kept as it is."""
+    path = os.fspath(value)
+    return path if "://" in path else os.path.expanduser(path)
 
 
 def _names(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -258,7 +282,8 @@ class TrainerConfig:
     limit_val_batches: int | float | None = attrs.field(default=None, validator=_limit)
     limit_test_batches: int | float | None = attrs.field(default=None, validator=_limit)
     limit_predict_batches: int | float | None = attrs.field(default=None, validator=_limit)
-    val_check_interval: int | float | None = attrs.field(default=None, validator=_val_check_interval)
+    val_check_interval: int | float | str | dict | datetime.timedelta | None = attrs.field(
+        default=None, validator=_val_check_interval)
     check_val_every_n_epoch: int | None = attrs.field(
         default=1, validator=_non_negative_int("check_val_every_n_epoch", 1, True))
     num_sanity_val_steps: int = attrs.field(default=2, converter=lambda v: 2 if v is None else v,
@@ -279,7 +304,7 @@ class TrainerConfig:
     use_distributed_sampler: bool = attrs.field(default=True, validator=_bool)
     barebones: bool = attrs.field(default=False, validator=_bool)
     enable_autolog_hparams: bool = attrs.field(default=True, validator=_bool)
-    default_root_dir: str = attrs.field(default=None, converter=lambda v: os.fspath(v) if v else os.getcwd())
+    default_root_dir: str = attrs.field(default=None, converter=lambda v: _root_dir(v) if v else os.getcwd())
     log_every_n_steps: int = attrs.field(default=50, converter=lambda v: 50 if v is None else v,
                                          validator=_non_negative_int("log_every_n_steps", 1))
     #: In a run its launcher may restart (ember.core.checkpointing.restarts): save the resumable "last"
@@ -306,12 +331,24 @@ class TrainerConfig:
             raise AttributeError(f"TrainerConfig has no argument {name!r}") from None
 
     def __attrs_post_init__(self) -> None:
-        if self.check_val_every_n_epoch is None and not isinstance(self.val_check_interval, int):
+        vci = self.val_check_interval
+        if self.check_val_every_n_epoch is None and not isinstance(vci, int) \
+                and not trainer_args.is_time_interval(vci):
             raise _fail("check_val_every_n_epoch", None,
                         "None is only allowed with an int val_check_interval (validation every N batches "
-                        "counted across epochs)")
+                        "counted across epochs) or a time-based one (`val_check_interval` should be an integer or a "
+                        "time-based duration (str 'DD:HH:MM:SS', datetime.timedelta, or dict kwargs for timedelta) "
+                        "when `check_val_every_n_epoch=None`.)")
         if self.deterministic not in (None, True, False, "warn"):
             raise _fail("deterministic", self.deterministic, "expected True, False, 'warn' or None")
+
+    @property
+    def val_check_seconds(self) -> float | None:
+        """Seconds between validations for a time-based ``val_check_interval`` (None otherwise, and under
+        ``fast_dev_run``)."""
+        if self.fast_dev_run or not trainer_args.is_time_interval(self.val_check_interval):
+            return None
+        return trainer_args.interval_seconds(self.val_check_interval)
 
     @property
     def fast_dev_batches(self) -> int:
@@ -332,6 +369,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
 
     declared = {o.name: o for o in options.declarations().of_plugins()}
     names = FIELDS + tuple(declared)
+    kwargs = {**trainer_args.env_defaults(names), **kwargs}  # PL_TRAINER_<NAME>: defaults; passed values win
     for key in kwargs:
         if key in LIGHTNING_ELSEWHERE:
             if kwargs[key] is not None:
@@ -346,7 +384,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off
     passed = dict(kwargs)
     if kwargs.get("barebones"):
-        _barebones(kwargs, declared)
+        trainer_args.barebones(kwargs, declared)
     if kwargs.get("overfit_batches"):
         for limit in ("limit_train_batches", "limit_val_batches"):
             if kwargs.get(limit) is not None:
@@ -361,21 +399,8 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
         if option.validate is not None and plugin_values[name] is not option.default:
             option.validate(plugin_values[name])
     config = TrainerConfig(**kwargs, plugin_options=plugin_values)
-    _say_whole_limits(passed)
+    trainer_args.say_whole_limits(passed)
     return config
-
-
-def _say_whole_limits(passed: dict[str, Any]) -> None:
-    """An info line for a limit given as exactly 1 or 1.0, which reads like either "one batch" or "all of them"
-    (Lightning's message, which code written for it looks for)."""
-    for name in ("limit_train_batches", "limit_val_batches", "limit_test_batches", "limit_predict_batches",
-                 "overfit_batches"):
-        value = passed.get(name)
-        if value is None or isinstance(value, bool) or value != 1:
-            continue
-        amount = "1 batch" if isinstance(value, int) else "100% of the batches"
-        per = "" if name == "overfit_batches" else " per epoch"
-        _log.info("`Trainer(%s=%r)` was configured so %s%s will be used.", name, value, amount, per)
 
 
 #: Lightning Trainer arguments ember does not take, each with the ember way to get what it does.
@@ -383,26 +408,6 @@ LIGHTNING_ELSEWHERE = {
     "model_registry": "ember has no model-registry upload; save with ModelCheckpoint (or "
                       "trainer.save_checkpoint) and upload the file with your registry's own client.",
 }
-
-#: What ``barebones=True`` switches off among core's arguments (Lightning's list); plugins' switches that are on
-#: by default (progress bar, model summary, checkpointing, ...) are switched off too.
-_BAREBONES_OFF = {"logger": False, "num_sanity_val_steps": 0, "fast_dev_run": False, "detect_anomaly": False,
-                  "profiler": None}
-
-
-def _barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:
-    """``barebones=True``: the loop alone, for measuring it: no logger, sanity check, anomaly detection or
-    profiler, and none of the plugins a Trainer argument switches on by default; asking for one of them as well
-    is an error (as in Lightning)."""
-    off = dict(_BAREBONES_OFF)
-    off.update({name: False for name, option in declared.items() if option.switches and option.default is True})
-    for name, value_off in off.items():
-        value = kwargs.get(name, value_off)
-        if value not in (value_off, None, False):
-            raise ConfigurationError(f"Trainer(barebones=True) runs without {name}, but `Trainer({name}={value!r})` "
-                                     "was passed; remove one of them.")
-        kwargs[name] = value_off
-
 
 def _declared_defaults() -> dict[str, Any]:
     """The defaults of the arguments plugins declare (a TrainerConfig built directly, not by a Trainer)."""

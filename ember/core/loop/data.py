@@ -83,6 +83,11 @@ def loader_arguments(loader: torch.utils.data.DataLoader) -> dict[str, Any]:
 def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
     """How many batches of ``loader`` the stage runs: its length under ``limit_*_batches`` and ``fast_dev_run``."""
     n = length(loader)
+    if n != math.inf and isinstance(getattr(loader, "dataset", None), torch.utils.data.IterableDataset):
+        warnings.warn("Your `IterableDataset` has `__len__` defined: the run trusts it for the number of "
+                      f"{stage} batches, but with several DataLoader workers each one iterates the whole dataset "
+                      "unless it is split per worker (torch.utils.data.get_worker_info()), and the length no longer "
+                      "matches the batches that arrive.", UserWarning, stacklevel=2)
     if config.fast_dev_batches:
         return min(n, config.fast_dev_batches)
     limit = getattr(config, _LIMIT_ARG[stage])

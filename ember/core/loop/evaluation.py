@@ -13,6 +13,7 @@ Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -101,6 +102,10 @@ class EvaluationLoop:
                        dataloader_idx=dl_idx, stage=stage)
             if predictions is not None:
                 predictions[dl_idx].append(out)
+                if out is None:
+                    warnings.warn(f"predict returned None for batch {batch_idx} (dataloader {dl_idx}): its entry in "
+                                  "trainer.predict()'s outputs is None; if that is on purpose, ignore this warning.",
+                                  UserWarning, stacklevel=2)
             if end is not None:
                 end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, trainer=t, module=module)
             if limited and batch_idx + 1 >= n:

@@ -101,7 +101,8 @@ class Loops:
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
         if fn == "predict":
-            return self.predict(loaders["predict"], options.get("return_predictions", True))
+            keep = options.get("return_predictions")
+            return self.predict(loaders["predict"], True if keep is None else keep)  # None: Lightning's default
         return self.evaluate(fn, loaders[fn], options.get("verbose", True))
 
     def _set_limits(self) -> None:
@@ -237,6 +238,7 @@ class Loops:
             raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
                                      "iterable that yields a batch per step.")
         training = self.training
+        training.given_train_loader = train[0]
         training.train_loader = t.checkpointing.train_loader(train[0])
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
         if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
@@ -292,7 +294,8 @@ class Loops:
     def setup_optimizers(self) -> None:
         t = self.t
         module = t.module
-        optimizers, schedulers = parse_optimizers(module.configure_optimizers())
+        optimizers, schedulers = parse_optimizers(module.configure_optimizers(),
+                                                  getattr(module, "automatic_optimization", True))
         automatic = getattr(module, "automatic_optimization", True)
         cfg = t.config
         if not automatic and cfg.gradient_clip_val:
@@ -320,11 +323,13 @@ class Loops:
 
     def _check_val_interval(self) -> None:
         vci = self.t.config.val_check_interval
+        if self.t.config.fast_dev_run:  # validates once at the epoch's end, whatever val_check_interval says
+            return
         if isinstance(vci, float) and vci < 1.0 and self.t.num_training_batches == math.inf:
             raise ConfigurationError(f"Trainer(val_check_interval={vci}) is a fraction of an epoch, but the "
                                      "training data has no length; pass an int (every N batches).")
         if isinstance(vci, int) and self.t.config.check_val_every_n_epoch is not None \
-                and vci > self.t.num_training_batches:
+                and vci > self.t.num_training_batches and self.t.config.limit_val_batches != 0:  # 0: no validation
             raise ConfigurationError(
                 f"Trainer(val_check_interval={vci}) must be less than or equal to the number of the training batches "
                 f"of an epoch ({self.t.num_training_batches}); lower it, or pass check_val_every_n_epoch=None to "

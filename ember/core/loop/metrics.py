@@ -8,6 +8,7 @@ at the points the loop chooses.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +40,10 @@ class MetricLog:
         ctx = self.context
         results = ctx.results
         if results is None or self.trainer.config.barebones:
-            if self.trainer.config.barebones:
-                raise RuntimeError(f"self.log({name!r}) was called under Trainer(barebones=True), which records no "
-                                   "metrics; remove barebones=True to log.")
+            if self.trainer.config.barebones:  # as in Lightning: a warning, and the value is dropped
+                warnings.warn(f"self.log({name!r}) was called, but `Trainer(barebones=True)` is configured: nothing is "
+                              "recorded under it (logging costs speed); remove barebones=True to log.", stacklevel=3)
+                return
             if self.trainer.state.stage == "predict":
                 raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
                                    "the value from predict_step instead (trainer.predict returns the outputs).")

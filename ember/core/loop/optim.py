@@ -3,6 +3,7 @@ optimizer wrapper a module's code steps (:class:`ManualOptimizer`, Lightning's `
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import attrs
@@ -19,8 +20,8 @@ _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple
 
 def _interval(instance: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in ("epoch", "step"):
-        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step' (the "
-                                 "\"interval\" key in lr scheduler dict must be one of those).")
+        raise ConfigurationError(f"lr_scheduler 'interval'={value!r} is invalid: expected 'epoch' or 'step' (The "
+                                 "\"interval\" key in lr scheduler dict must be \"step\" or \"epoch\").")
 
 
 def _frequency(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -57,12 +58,34 @@ def _is_optimizer(obj: Any) -> bool:
     return isinstance(obj, torch.optim.Optimizer)
 
 
+#: Scheduler dict keys that mean nothing under manual optimization (the module steps its schedulers itself).
+_AUTOMATIC_ONLY = ("monitor", "strict", "reduce_on_plateau")
+
+
+def _manual_scheduler_config(obj: Any, where: str) -> SchedulerConfig:
+    """A scheduler under manual optimization: any object (the module steps it); keys that only drive the loop's
+    own stepping are ignored with a warning."""
+    if not isinstance(obj, dict):
+        return SchedulerConfig(obj)
+    ignored = [k for k in obj if k in _AUTOMATIC_ONLY]
+    if ignored:
+        warnings.warn(f"{where}: the lr scheduler dict contains the key(s) {ignored}, but the keys will be ignored "
+                      "under manual optimization, where you call `lr_scheduler.step()` yourself.", RuntimeWarning,
+                      stacklevel=6)
+    if "scheduler" not in obj:
+        raise ConfigurationError(f'{where}: The lr scheduler dict must have the key "scheduler" (the scheduler '
+                                 "object).")
+    return SchedulerConfig(**{k: v for k, v in obj.items() if k in ("scheduler", "interval", "frequency", "name")})
+
+
 def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     if isinstance(obj, dict):
         unknown = set(obj) - _SCHEDULER_KEYS
-        if unknown:
-            raise ConfigurationError(f"{where}: unknown lr_scheduler key(s) {sorted(unknown)}; "
-                                     f"allowed: {sorted(_SCHEDULER_KEYS)}.")
+        if unknown:  # ignored with a warning, as Lightning does
+            close = "".join(suggest(str(k), _SCHEDULER_KEYS) for k in sorted(unknown, key=str))
+            warnings.warn(f"{where}: Found unsupported keys in the lr scheduler dict: {unknown}; they are ignored "
+                          f"(allowed: {sorted(_SCHEDULER_KEYS)}).{close}", RuntimeWarning, stacklevel=6)
+            obj = {k: v for k, v in obj.items() if k in _SCHEDULER_KEYS}
         if "scheduler" not in obj:
             raise ConfigurationError(f'{where}: The lr scheduler dict must have the key "scheduler" (the scheduler '
                                      "object).")
@@ -73,7 +96,9 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
     config.reduce_on_plateau = config.reduce_on_plateau or plateau
     if not callable(getattr(sched, "step", None)):
-        raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()).")
+        raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()): it "
+                                 "doesn't follow PyTorch's LRScheduler API (under manual optimization any object "
+                                 "is accepted: the module steps it).")
     if config.reduce_on_plateau and config.monitor is None:
         raise ConfigurationError(f"{where}: ReduceLROnPlateau needs a 'monitor', e.g. "
                                  "{'scheduler': s, 'monitor': 'val_loss'}: `configure_optimizers` must include a "
@@ -87,8 +112,21 @@ def _unknown(where: str, returned: Any, close: str = "") -> ConfigurationError:
                               f"{close} {_USAGE}.")
 
 
-def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
-    """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not."""
+def parse_optimizers(result: Any, automatic: bool = True) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not.
+    ``automatic=False`` (manual optimization): schedulers are the module's to step, so any object is accepted."""
+    optimizers, configs = _parse(result, _scheduler_config if automatic else _manual_scheduler_config)
+    for config in configs:
+        attached = getattr(config.scheduler, "optimizer", None)
+        if _is_optimizer(attached) and not any(attached is o for o in optimizers):
+            raise ConfigurationError(
+                f"configure_optimizers(): the scheduler {type(config.scheduler).__name__} is attached with an "
+                "optimizer that wasn't returned from `configure_optimizers`; return that optimizer too (its steps "
+                "drive the scheduler).")
+    return optimizers, configs
+
+
+def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     where = "configure_optimizers()"
     if result is None:
         return [], []
@@ -101,7 +139,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
             opts, scheds = list(result[0]), list(result[1])
             if not all(_is_optimizer(o) for o in opts):
                 raise _unknown(where, result)
-            return opts, [_scheduler_config(s, where) for s in scheds]
+            return opts, [read(s, where) for s in scheds]
         if all(_is_optimizer(o) for o in result) and result:
             return list(result), []
         if all(isinstance(d, dict) for d in result) and result:
@@ -119,7 +157,7 @@ def parse_optimizers(result: Any) -> tuple[list[torch.optim.Optimizer], list[Sch
                         sched = {"scheduler": sched}
                     if "monitor" in d and "monitor" not in sched:
                         sched = dict(sched, monitor=d["monitor"])
-                    configs.append(_scheduler_config(sched, where))
+                    configs.append(read(sched, where))
             return opts, configs
     raise _unknown(where, result)
 

@@ -8,6 +8,12 @@ import torch
 
 from ember.core.errors import ConfigurationError
 
+
+class ModelError(ConfigurationError, TypeError):
+    """``trainer.<fn>()`` has no model it can run: a ``TypeError`` (as Lightning raises), and a
+    :class:`ConfigurationError`."""
+
+
 _STEP_METHOD = {"fit": "training_step", "validate": "validation_step", "test": "test_step",
                 "predict": "predict_step"}
 
@@ -18,10 +24,12 @@ def check_run_inputs(fn: str, model: Any, current: Any, datamodule: Any, loaders
     if model is None:
         model = current
         if model is None:
-            raise ConfigurationError(f"trainer.{fn}() needs a model: pass it as the first argument.")
+            raise ModelError(f"`trainer.{fn}()` requires a `LightningModule` (any torch.nn.Module with "
+                             f"{_STEP_METHOD[fn]}()) when no earlier run of this trainer had one: pass it as the "
+                             "first argument.")
     if not isinstance(model, torch.nn.Module):
-        raise ConfigurationError(f"trainer.{fn}(model=...) expects a torch.nn.Module with the step methods, "
-                                 f"got {type(model).__name__}.")
+        raise ModelError(f"trainer.{fn}(model=...) expects a torch.nn.Module with the step methods, "
+                         f"got {type(model).__name__}.")
     check_module(fn, model)
     if datamodule is not None and any(v is not None for v in loaders.values()):
         raise ConfigurationError(f"trainer.{fn}() got both dataloaders and a datamodule; pass one of them.")
@@ -51,8 +59,9 @@ def check_module(fn: str, model: Any) -> None:
             f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
             f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
     if not callable(getattr(model, needed, None)):
-        raise ConfigurationError(f"{type(model).__name__} has no {needed}() method, which "
-                                 f"trainer.{fn}() needs. Define {needed}(self, batch, batch_idx).")
+        raise ModelError(f"{type(model).__name__} has no {needed}() method, which trainer.{fn}() needs. Define "
+                         f"{needed}(self, batch, batch_idx): the model must be a `LightningModule` or a "
+                         f"torch.nn.Module with {needed}(), got `{type(model).__name__}`.")
     if fn == "fit" and not callable(getattr(model, "configure_optimizers", None)):
         raise ConfigurationError(f"{type(model).__name__} has no configure_optimizers() method, which "
                                  "trainer.fit() needs. Return an optimizer from it, e.g. "

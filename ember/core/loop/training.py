@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -42,17 +43,25 @@ class TrainingLoop:
         self.t = loop.t
         self.progress = loop.progress
         self.train_loader: Any = None
+        #: The loader as the data source gave it (``train_loader`` is its resumable copy, the one iterated).
+        self.given_train_loader: Any = None
         self.val_loaders: list[Any] = []
         #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.loop.module_overrides), per fit.
         self.overrides = module_overrides.NONE
         #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+        #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
+        self.val_seconds: float | None = None
+        self.last_val_time = 0.0
 
     # -- one epoch -----------------------------------------------------------------------------------------
     def start_fit(self) -> None:
         """Once per fit, after ``on_train_start``: find the module's own loop methods (looking them up costs
         tens of attribute lookups, too many for every epoch)."""
         self.overrides = module_overrides.overrides_of(self.t.module)
+        self.val_seconds = self.t.config.val_check_seconds
+        if self.val_seconds is not None:
+            self.last_val_time = time.monotonic()
 
     def run_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
@@ -103,6 +112,9 @@ class TrainingLoop:
         if automatic and self.overrides.optimizer_step is not None:
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
+        val_secs = self.val_seconds if (val_every, val_at_end, val_across) == (0, True, -1) else None
+        if val_secs is not None:  # time-based: the clock alone says when (at an epoch's end too)
+            val_at_end, val_across = False, 0
         scheds_stepped = False
         for batch_idx, batch in batches:
             if n == math.inf:
@@ -134,7 +146,8 @@ class TrainingLoop:
             # Lightning validates after the batch that set should_stop too (when the fit may stop now)
             if (is_last and val_at_end) or (val_every and (batch_idx + 1) % val_every == 0) \
                     or (val_across and p.batches_seen % val_across == 0) \
-                    or (p.should_stop and self._validate_on_stop()):
+                    or (p.should_stop and self._validate_on_stop()) \
+                    or (val_secs is not None and time.monotonic() - self.last_val_time >= val_secs):
                 self.run_validation()
             if is_last or (max_steps != -1 and p.global_step >= max_steps):
                 break
@@ -149,15 +162,15 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
-        if automatic and t.lr_scheduler_configs and not scheds_stepped:
-            self.step_schedulers("epoch")
+        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch (they stepped then);
+        # one that ended early (max_steps, -1 from on_train_batch_start, a stop) steps none of them.
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
         loop.log_context.defaults = EPOCH_HOOK
         if h.on_train_epoch_end is not None:
             h.on_train_epoch_end(trainer=t, module=t.module)
-        if automatic and t.lr_scheduler_configs:
+        if automatic and t.lr_scheduler_configs and scheds_stepped:
             self.step_plateau("epoch")
         if h.log_metrics is not None:
             loop.metrics.write_epoch(results)
@@ -312,11 +325,15 @@ class TrainingLoop:
     def validation_schedule(self) -> tuple[int, bool, int]:
         """When this epoch validates, as ``(every, at_end, across)``: after each batch ``i`` with ``(i + 1) % every
         == 0`` (0: never so), after its last batch (``at_end``), or after each batch that brings the fit's batch
-        count to a multiple of ``across`` (0: never so). Fixed for an epoch, so it is worked out once per epoch."""
+        count to a multiple of ``across`` (0: never so). Fixed for an epoch, so it is worked out once per epoch.
+        ``(0, True, -1)``: an epoch of a time-based ``val_check_interval`` that may validate."""
         t, cfg = self.t, self.t.config
         if not self.val_loaders or not any(t.num_val_batches):
             return 0, False, 0
         every_epoch = cfg.check_val_every_n_epoch
+        if self.val_seconds is not None:
+            return (0, True, -1) if every_epoch is None or (self.progress.current_epoch + 1) % every_epoch == 0 \
+                else (0, False, 0)
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
         if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
             assert isinstance(vci, int)
@@ -354,6 +371,8 @@ class TrainingLoop:
         loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
         if t.hook.log_metrics is not None:
             loop.metrics.write_epoch(loop.val_results)
+        if self.val_seconds is not None:
+            self.last_val_time = time.monotonic()
         loop.log_context.restore(saved)
         t.state.stage = "train"
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from ember.core.errors import CheckpointError
+from ember.core.errors import CheckpointError, MissingCheckpointError
 from ember.plugins._shared import torch_save
 from ember.plugins._shared.integrity import offer_sibling, verify_zip
 
@@ -296,7 +296,7 @@ def _first_line_with(text: str, *needles: str) -> str:
 def safe_load(path: str, weights_only: bool = True) -> Any:
     """``torch.load`` to the CPU, with every failure reported as a CheckpointError naming ``path``."""
     if not os.path.exists(path):
-        raise CheckpointError(f"no checkpoint at {path}: the file does not exist.")
+        raise MissingCheckpointError(f"no checkpoint at {path}: the file does not exist.")
     if is_sharded_directory(path):
         raise CheckpointError(f"{path} is a sharded checkpoint (a directory, written by strategy='fsdp'), which this "
                               "run does not read: it does not shard. Resume from it with Trainer(strategy='fsdp'), "

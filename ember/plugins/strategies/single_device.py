@@ -24,6 +24,9 @@ def _count(devices: Any) -> int:
 class SingleDeviceStrategy:
     role = "strategy"
     identity = "strategy.single_device"
+    #: What starts the processes of a run: nothing here, the run stays in the calling process (Lightning's
+    #: ``strategy.launcher`` is None for one device too).
+    launcher = None
 
     @staticmethod
     def auto_select(config: Any) -> int:
