@@ -618,3 +618,65 @@ def test_profilers_time_the_run(tmp_path: Path) -> None:
     assert "[Hook]on_train_batch_start" in counting.started
     with SimpleProfiler().profile("mine"):
         pass
+
+
+LIBRARY_BOUND = {
+    "strategies": {"DeepSpeedStrategy": "fsdp", "ModelParallelStrategy": "fsdp"},
+    "plugins.precision": {"BitsandbytesPrecision": "bf16", "DeepSpeedPrecision": "fsdp", "FSDPPrecision": "fsdp",
+                          "TransformerEnginePrecision": "bf16-mixed", "XLAPrecision": "XLA"},
+    "plugins.io": {"XLACheckpointIO": "TorchCheckpointIO"},
+    "plugins.environments": {"KubeflowEnvironment": "torchrun", "LSFEnvironment": "torchrun",
+                             "MPIEnvironment": "torchrun", "XLAEnvironment": "XLA"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(LIBRARY_BOUND))
+def test_library_bound_classes_import_and_say_what_to_use(module: str) -> None:
+    """A class that needs a library ember does not run (DeepSpeed, XLA, bitsandbytes, Transformer Engine) imports,
+    can be named in isinstance and subclassed, and raises when built, saying what to use."""
+    from ember.lightning._names import UnsupportedError
+
+    mod = importlib.import_module(f"ember.lightning.pytorch.{module}")
+    for name, hint in LIBRARY_BOUND[module].items():
+        cls = getattr(mod, name)
+        assert not isinstance(object(), cls)
+        with pytest.raises(UnsupportedError, match=hint):
+            type("Sub", (cls,), {})()
+
+
+def test_parallel_strategy_is_the_base_of_the_multi_process_ones() -> None:
+    from ember.lightning.pytorch.strategies import DDPStrategy, FSDPStrategy, ParallelStrategy, SingleDeviceStrategy
+
+    assert issubclass(DDPStrategy, ParallelStrategy) and issubclass(FSDPStrategy, ParallelStrategy)
+    assert not issubclass(SingleDeviceStrategy, ParallelStrategy)
+
+
+def test_find_usable_cuda_devices() -> None:
+    from ember.lightning.pytorch.accelerators import find_usable_cuda_devices
+
+    assert find_usable_cuda_devices(0) == []
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device is visible"):
+            find_usable_cuda_devices(1)
+    else:
+        assert find_usable_cuda_devices(-1) == list(range(torch.cuda.device_count()))
+        with pytest.raises(ValueError, match="visible"):
+            find_usable_cuda_devices(torch.cuda.device_count() + 1)
+
+
+def test_torch_sync_batchnorm_applies_and_reverts() -> None:
+    from ember.lightning.pytorch.plugins import LayerSync, TorchSyncBatchNorm
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    with torch.no_grad():
+        model[1].running_mean += 1.0
+    plugin = TorchSyncBatchNorm()
+    assert isinstance(plugin, LayerSync)
+    synced = plugin.apply(model)
+    assert isinstance(synced[1], torch.nn.SyncBatchNorm)
+    back = plugin.revert(synced)
+    assert type(back[1]) is torch.nn.BatchNorm1d
+    assert torch.equal(back[1].running_mean, model[1].running_mean) and back[1].weight is synced[1].weight
+    back.eval()
+    assert back(torch.randn(2, 4)).shape == (2, 3)

@@ -18,8 +18,10 @@ from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.accelerators.cpu import CPUAccelerator as _EmberCPU
 from ember.plugins.accelerators.cuda import CUDAAccelerator as _EmberCUDA
+from ember.plugins.accelerators.mps import MPSAccelerator as _EmberMPS
 
-__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator", "XLAAccelerator"]
+__all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator", "XLAAccelerator",
+           "find_usable_cuda_devices"]
 
 #: The ember hooks an Accelerator answers through Lightning's methods.
 THROUGH_METHODS = frozenset({"setup_device", "teardown", "configure"})
@@ -123,8 +125,58 @@ class CUDAAccelerator(Accelerator):
         return torch.cuda.is_available()
 
 
-for _cls in (CPUAccelerator, CUDAAccelerator):
+class MPSAccelerator(Accelerator):
+    """ember's ``accelerator.mps``: Apple silicon GPUs (``mps:0``)."""
+
+    plugin_class = _EmberMPS
+
+    def teardown(self) -> None:
+        self.delegate("teardown")
+
+    @staticmethod
+    def parse_devices(devices: Any) -> Any:
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices: Any) -> list[torch.device]:
+        return [torch.device("mps", 0)] * (devices if isinstance(devices, int) else len(devices))
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return 1
+
+    @staticmethod
+    def is_available() -> bool:
+        return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+for _cls in (CPUAccelerator, CUDAAccelerator, MPSAccelerator):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)  # root_device
+
+
+def find_usable_cuda_devices(num_devices: int = -1) -> list[int]:
+    """The indices of ``num_devices`` CUDA devices this process can allocate memory on (all of them for -1), for
+    ``Trainer(devices=...)`` on a machine whose GPUs may be taken by other jobs (exclusive compute mode)."""
+    if num_devices == 0:
+        return []
+    visible = torch.cuda.device_count()
+    if visible == 0:
+        raise ValueError(f"find_usable_cuda_devices({num_devices}): no CUDA device is visible here.")
+    if num_devices > visible:
+        raise ValueError(f"find_usable_cuda_devices({num_devices}): only {visible} CUDA device(s) are visible.")
+    usable: list[int] = []
+    for index in range(visible):
+        try:
+            torch.tensor(0, device=torch.device("cuda", index))
+        except RuntimeError:
+            continue
+        usable.append(index)
+        if len(usable) == num_devices:
+            return usable
+    if num_devices != -1:
+        raise RuntimeError(f"find_usable_cuda_devices({num_devices}): only {len(usable)} of the {visible} visible CUDA "
+                           f"devices accept memory ({usable}); the others are busy or in exclusive mode.")
+    return usable
 
 
 #: A placeholder: ember has no XLA (TPU) support. It imports, is never available, and raises when constructed.

@@ -17,12 +17,14 @@ import torch
 
 from ember.core.hooks.defaults import move_to_device
 from ember.hookspecs import hookimpl
+from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
 
-__all__ = ["DDPStrategy", "FSDPStrategy", "SingleDeviceStrategy", "Strategy"]
+__all__ = ["DDPStrategy", "DeepSpeedStrategy", "FSDPStrategy", "ModelParallelStrategy", "ParallelStrategy",
+           "SingleDeviceStrategy", "Strategy"]
 
 #: The ember hooks a Strategy answers through Lightning's methods.
 THROUGH_METHODS = frozenset({"batch_to_device", "process_dataloader", "reduce", "all_gather", "broadcast", "barrier",
@@ -178,7 +180,12 @@ class SingleDeviceStrategy(Strategy):
         self.device = device
 
 
-class DDPStrategy(Strategy):
+class ParallelStrategy(Strategy):
+    """Lightning's base of the strategies that run several processes (:class:`DDPStrategy`, :class:`FSDPStrategy`);
+    subclass one of those."""
+
+
+class DDPStrategy(ParallelStrategy):
     """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
     ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning."""
 
@@ -205,3 +212,10 @@ class FSDPStrategy(DDPStrategy):
 
 for _cls in (SingleDeviceStrategy, DDPStrategy, FSDPStrategy):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)
+
+#: Placeholders: they import (and can be subclassed or named in isinstance) and raise when constructed.
+DeepSpeedStrategy = unsupported("DeepSpeedStrategy", "ember has no DeepSpeedStrategy: ember does not run DeepSpeed; "
+                                "shard the model with strategy='fsdp' (FSDP2) instead.", __name__)
+ModelParallelStrategy = unsupported("ModelParallelStrategy", "ember has no ModelParallelStrategy: tensor parallelism "
+                                    "is not supported; shard the model with strategy='fsdp' and configure_model.",
+                                    __name__)

@@ -15,12 +15,14 @@ import os
 from typing import Any
 
 from ember.hookspecs import hookimpl
+from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.environments.local import LocalEnvironment as _EmberLocal
 from ember.plugins.environments.slurm import SLURMEnvironment as _EmberSLURM
 from ember.plugins.environments.torchrun import TorchrunEnvironment as _EmberTorchrun
 
-__all__ = ["ClusterEnvironment", "LightningEnvironment", "SLURMEnvironment", "TorchElasticEnvironment"]
+__all__ = ["ClusterEnvironment", "KubeflowEnvironment", "LSFEnvironment", "LightningEnvironment", "MPIEnvironment",
+           "SLURMEnvironment", "TorchElasticEnvironment", "XLAEnvironment"]
 
 #: The ember hooks a ClusterEnvironment answers through Lightning's methods.
 THROUGH_METHODS = frozenset({"distributed_info", "configure"})
@@ -152,3 +154,17 @@ class TorchElasticEnvironment(ClusterEnvironment):
 
 for _cls in (LightningEnvironment, SLURMEnvironment, TorchElasticEnvironment):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)
+
+
+#: Placeholders: they import (and can be subclassed or named in isinstance) and raise when constructed.
+KubeflowEnvironment = unsupported(
+    "KubeflowEnvironment", "ember has no KubeflowEnvironment: start the job with torchrun (a Kubeflow PyTorchJob "
+    "can run it), which ember detects, or subclass ClusterEnvironment.", __name__)
+LSFEnvironment = unsupported(
+    "LSFEnvironment", "ember has no LSFEnvironment: start the processes with torchrun under LSF (jsrun/blaunch), "
+    "which ember detects, or subclass ClusterEnvironment.", __name__)
+MPIEnvironment = unsupported(
+    "MPIEnvironment", "ember has no MPIEnvironment: start the processes with torchrun, which ember detects, or "
+    "subclass ClusterEnvironment to read the ranks mpirun sets.", __name__)
+XLAEnvironment = unsupported(
+    "XLAEnvironment", "ember has no XLAEnvironment: ember does not run on XLA/TPU devices.", __name__)

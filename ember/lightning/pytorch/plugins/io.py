@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from ember.hookspecs import hookimpl
+from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, base_hook
 from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO as _EmberTorchIO
 
-__all__ = ["AsyncCheckpointIO", "CheckpointIO", "TorchCheckpointIO"]
+__all__ = ["AsyncCheckpointIO", "CheckpointIO", "TorchCheckpointIO", "XLACheckpointIO"]
 
 
 class CheckpointIO(SeedPlugin):
@@ -85,3 +86,8 @@ class AsyncCheckpointIO(TorchCheckpointIO):
         if checkpoint_io is not None:
             raise TypeError("AsyncCheckpointIO(checkpoint_io=...): ember writes its own files in the background; "
                             "pass the custom CheckpointIO to the Trainer on its own (plugins=[...]).")
+
+
+#: A placeholder: it imports and raises when constructed.
+XLACheckpointIO = unsupported("XLACheckpointIO", "ember has no XLACheckpointIO: ember does not run on XLA/TPU "
+                              "devices; TorchCheckpointIO writes checkpoints.", __name__)

@@ -16,6 +16,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.precision import default_dtype
 from ember.plugins.precision.bf16_mixed import BF16Mixed
@@ -24,7 +25,8 @@ from ember.plugins.precision.fp16_mixed import FP16Mixed
 from ember.plugins.precision.fp16_true import FP16True
 from ember.plugins.precision.fp64_true import FP64True
 
-__all__ = ["DoublePrecision", "HalfPrecision", "MixedPrecision", "Precision"]
+__all__ = ["BitsandbytesPrecision", "DeepSpeedPrecision", "DoublePrecision", "FSDPPrecision", "HalfPrecision",
+           "MixedPrecision", "Precision", "TransformerEnginePrecision", "XLAPrecision"]
 
 #: The ember hooks a Precision answers through Lightning's methods (the rest of a built-in's are forwarded).
 THROUGH_METHODS = frozenset({"step", "convert_module", "convert_input", "backward", "optimizer_step",
@@ -268,3 +270,21 @@ class DoublePrecision(_TruePrecision):
 
     precision = "64-true"
     plugin_class = FP64True
+
+
+#: Placeholders: they import (and can be subclassed or named in isinstance) and raise when constructed.
+BitsandbytesPrecision = unsupported(
+    "BitsandbytesPrecision", "ember has no BitsandbytesPrecision: bitsandbytes quantization is not supported; "
+    "train in precision='bf16-true' or 'bf16-mixed'.", __name__)
+DeepSpeedPrecision = unsupported(
+    "DeepSpeedPrecision", "ember has no DeepSpeedPrecision: ember does not run DeepSpeed; pass "
+    "Trainer(precision='16-mixed' or 'bf16-mixed') with strategy='fsdp'.", __name__)
+FSDPPrecision = unsupported(
+    "FSDPPrecision", "ember has no FSDPPrecision: under strategy='fsdp' pass the precision by name, e.g. "
+    "Trainer(strategy='fsdp', precision='bf16-mixed').", __name__)
+TransformerEnginePrecision = unsupported(
+    "TransformerEnginePrecision", "ember has no TransformerEnginePrecision: NVIDIA Transformer Engine (FP8) is "
+    "not supported; use precision='bf16-mixed'.", __name__)
+XLAPrecision = unsupported(
+    "XLAPrecision", "ember has no XLAPrecision: ember does not run on XLA/TPU devices; use accelerator='cpu' or "
+    "'cuda' with a precision by name.", __name__)
