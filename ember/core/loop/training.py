@@ -112,9 +112,7 @@ class TrainingLoop:
         if automatic and self.overrides.optimizer_step is not None:
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
-        val_secs = self.val_seconds if (val_every, val_at_end, val_across) == (0, True, -1) else None
-        if val_secs is not None:  # time-based: the clock alone says when (at an epoch's end too)
-            val_at_end, val_across = False, 0
+        val_secs = self.validation_seconds()  # time-based: the clock alone says when (at an epoch's end too)
         scheds_stepped = False
         for batch_idx, batch in batches:
             if n == math.inf:
@@ -326,14 +324,11 @@ class TrainingLoop:
         """When this epoch validates, as ``(every, at_end, across)``: after each batch ``i`` with ``(i + 1) % every
         == 0`` (0: never so), after its last batch (``at_end``), or after each batch that brings the fit's batch
         count to a multiple of ``across`` (0: never so). Fixed for an epoch, so it is worked out once per epoch.
-        ``(0, True, -1)``: an epoch of a time-based ``val_check_interval`` that may validate."""
+        A time-based ``val_check_interval`` schedules nothing here (see :meth:`validation_seconds`)."""
         t, cfg = self.t, self.t.config
-        if not self.val_loaders or not any(t.num_val_batches):
+        if self.val_seconds is not None or not self.val_loaders or not any(t.num_val_batches):
             return 0, False, 0
         every_epoch = cfg.check_val_every_n_epoch
-        if self.val_seconds is not None:
-            return (0, True, -1) if every_epoch is None or (self.progress.current_epoch + 1) % every_epoch == 0 \
-                else (0, False, 0)
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
         if every_epoch is None:  # int val_check_interval counted across epochs (checked by TrainerConfig)
             assert isinstance(vci, int)
@@ -343,6 +338,16 @@ class TrainingLoop:
         if vci is None or (isinstance(vci, float) and vci == 1.0):
             return 0, True, 0
         return (vci if isinstance(vci, int) else max(1, int(t.num_training_batches * vci))), False, 0
+
+    def validation_seconds(self) -> float | None:
+        """Under a time-based ``val_check_interval``, in an epoch ``check_val_every_n_epoch`` lets validate: the
+        seconds after which a batch end validates (since the fit's start or the last validation); else None."""
+        every_epoch = self.t.config.check_val_every_n_epoch
+        if self.val_seconds is None or not self.val_loaders or not any(self.t.num_val_batches):
+            return None
+        if every_epoch is not None and (self.progress.current_epoch + 1) % every_epoch != 0:
+            return None
+        return self.val_seconds
 
     def _validate_on_stop(self) -> bool:
         """``should_stop`` is set and the fit may stop: validate now if this epoch validates at all (Lightning's
