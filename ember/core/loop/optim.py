@@ -162,6 +162,12 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
     raise _unknown(where, result)
 
 
+def _optimizer_attribute(name: str) -> property:
+    """An attribute of the wrapped optimizer, read and written through the wrapper."""
+    return property(lambda self: getattr(self.optimizer, name),
+                    lambda self, value: setattr(self.optimizer, name, value))
+
+
 class ManualOptimizer:
     """What ``self.optimizers()`` returns (Lightning's ``LightningOptimizer``): ``step()`` runs the precision's and
     strategy's step and the ``on_before_optimizer_step`` event, and counts ``global_step``. It is an instance of
@@ -203,29 +209,9 @@ class ManualOptimizer:
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         self.optimizer.add_param_group(param_group)
 
-    @property
-    def state(self) -> Any:
-        return self.optimizer.state
-
-    @state.setter
-    def state(self, value: Any) -> None:
-        self.optimizer.state = value
-
-    @property
-    def param_groups(self) -> Any:
-        return self.optimizer.param_groups
-
-    @param_groups.setter
-    def param_groups(self, value: Any) -> None:
-        self.optimizer.param_groups = value
-
-    @property
-    def defaults(self) -> Any:
-        return self.optimizer.defaults
-
-    @defaults.setter
-    def defaults(self, value: Any) -> None:
-        self.optimizer.defaults = value
+    state = _optimizer_attribute("state")
+    param_groups = _optimizer_attribute("param_groups")
+    defaults = _optimizer_attribute("defaults")
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or "_optimizer" not in self.__dict__:
