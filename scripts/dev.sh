@@ -3,6 +3,7 @@
 # extras), then runs what was asked.
 #   bash scripts/dev.sh demo [ember demo options]   train on the bundled digits data, print validation accuracy
 #   bash scripts/dev.sh test [pytest options]       lint (ruff), type-check (mypy), then the test suite
+#                                                   (--extended: with the tests marked 'extended' too)
 #   bash scripts/dev.sh test --torch 2.4.1 [pytest options]
 #                                                   the test suite against another torch, in its own side
 #                                                   environment .venv-torch-2.4.1 (made on first use; the

@@ -65,5 +65,5 @@ has stall && timeout 45 "$py" benchmarks/checkpoint_overhead.py --stall-only --a
 has epochs && echo "== 3b. per-epoch costs on the GPU (each default off in turn; --quick)"
 has epochs && timeout 120 "$py" -m benchmarks --only gpu-epochs --quick 2>&1 | tee "$out/gpu_epochs.log" | tail -14
 has suite && echo "== 4. whole suite, GPU visible"
-has suite && timeout "${1:-200}" "${pytest[@]}" -n 14 ${SUITE_ARGS:--m "not cuda"} --junitxml="$out/suite.xml" 2>&1 | tee "$out/suite.log" | grep -E "FAILED|ERROR|passed|failed" | tail -60
+has suite && timeout "${1:-200}" "${pytest[@]}" -n 14 --extended ${SUITE_ARGS:--m "not cuda"} --junitxml="$out/suite.xml" 2>&1 | tee "$out/suite.log" | grep -E "FAILED|ERROR|passed|failed" | tail -60
 exit 0

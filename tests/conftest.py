@@ -129,12 +129,25 @@ def _run_in_a_temporary_directory(tmp_path: pathlib.Path, monkeypatch: pytest.Mo
     monkeypatch.chdir(tmp_path)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--extended", action="store_true",
+                     help="also run the tests marked 'extended' (left out by default: see docs/install.md)")
+
+
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``slow`` go first, each group keeping the order it has (pytest-randomly's shuffle, when on).
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``extended`` are left out (reported as deselected) unless ``--extended`` is given or a ``-m``
+    expression names the marker: each widens or repeats a behaviour that a test of the default run holds too.
+
+    Tests marked ``slow`` go first, each group keeping the order it has (pytest-randomly's shuffle, when on).
     pytest-xdist's worksteal hands each worker a contiguous part of the list, so the long tests start early on one
     worker while the other runs the short ones, and stealing evens out the end; not with --dist load or
     loadgroup, which start them all at once on every worker."""
+    if not config.getoption("extended") and "extended" not in (config.option.markexpr or ""):
+        left_out = [item for item in items if item.get_closest_marker("extended") is not None]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if item.get_closest_marker("extended") is None]
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

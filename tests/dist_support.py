@@ -34,8 +34,32 @@ def fsdp_available() -> bool:
 
     if device_unsupported("cpu") is not None:
         return False
-    out = run([sys.executable, str(SCRIPTS / "gloo_mean_probe.py"), str(free_port())], cwd=SCRIPTS, timeout=120)
-    return "averages" in out.splitlines()
+    return _probe_once("gloo_mean_probe.py") == "averages"
+
+
+def _probe_once(script: str) -> str:
+    """The last line ``SCRIPTS/script`` prints, run once per interpreter, torch and probe, not once per test
+    process: pytest-xdist's workers each collect the suite, and the probe starts three processes that import
+    torch. The answer is kept in the temporary directory under a key of everything it depends on."""
+    import fcntl
+    import hashlib
+    import tempfile
+
+    import torch
+
+    from ember.plugins.strategies import fsdp
+
+    key = hashlib.sha256("\0".join([sys.executable, torch.__version__, (SCRIPTS / script).read_text(),
+                                     pathlib.Path(fsdp.__file__).read_text()]).encode()).hexdigest()[:16]
+    answer = pathlib.Path(tempfile.gettempdir()) / f"ember-tests-{pathlib.Path(script).stem}-{key}"
+    with open(answer.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits for the first one's answer
+        if not answer.exists():
+            out = run([sys.executable, str(SCRIPTS / script), str(free_port())], cwd=SCRIPTS, timeout=120)
+            tmp = answer.with_suffix(f".{os.getpid()}")
+            tmp.write_text(out.strip().splitlines()[-1])
+            os.replace(tmp, answer)
+        return answer.read_text()
 
 
 #: For tests of strategy.fsdp and sharded checkpoints: they skip, saying why, on a torch without it.

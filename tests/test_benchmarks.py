@@ -106,6 +106,7 @@ def test_short_epoch_workload_is_32_training_and_8_validation_steps() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a whole benchmark section; test_the_suite_runs_end_to_end runs the machinery
 def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     out = tmp_path / "results.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -131,6 +132,7 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the GPU section on a CPU; scripts/gpu_check.sh runs it on a GPU
 def test_the_gpu_section_compares_every_loop_per_precision_on_a_smoke_model() -> None:
     """The GPU section's machinery (both precisions, the compiled group, the per-epoch column, the notes) on a
     model small enough for a CPU; the figures themselves need a GPU."""
@@ -172,6 +174,7 @@ def test_gpu_syncs_are_counted_and_bf16_with_nothing_on_has_none() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a whole benchmark section
 @needs_fsdp
 def test_the_fsdp_stall_benchmark_times_sharded_saves() -> None:
     out = run([sys.executable, "benchmarks/fsdp_checkpoint_stall.py", "--quick", "--modes", "background"], cwd=ROOT,
@@ -183,6 +186,7 @@ def test_the_fsdp_stall_benchmark_times_sharded_saves() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a whole benchmark section; test_the_suite_runs_end_to_end runs the machinery
 def test_the_checkpoint_stall_benchmark_times_each_writer() -> None:
     out = run([sys.executable, "-m", "benchmarks.checkpoint_stall", "--params", "1e4", "--epochs", "3", "--repeats",
                "1", "--epoch-seconds", "0.05"], cwd=ROOT, timeout=600, env=clean_env(PYTHONPATH=str(ROOT)))

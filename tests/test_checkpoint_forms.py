@@ -101,6 +101,7 @@ def _job(out: Path, strategy: str, epochs: int, *ckpt_path: str) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # two strategies in turn; each one's checkpoints are held by tests/test_distributed_resume.py
 @needs_fsdp
 def test_ddp_and_fsdp_runs_take_turns_in_one_checkpoint_folder(tmp_path: Path) -> None:
     """FSDP leaves a sharded last.ckpt; a DDP run in the same folder replaces it with a file (it stopped with

@@ -301,6 +301,7 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a hung rank is named in every run by tests/test_reliability_watchdog.py
 @pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="needs SIGSTOP")
 def test_a_rank_stopped_with_sigstop_is_named_and_every_rank_ends(tmp_path: Path) -> None:
     """User sees: the job ends with exit status 1 a bounded time after the stop; the HangError names the stopped
@@ -372,7 +373,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("nth", [2, 5])
+@pytest.mark.parametrize("nth", [2, pytest.param(5, marks=pytest.mark.extended)])
 def test_sigkill_between_the_write_and_the_rename_keeps_the_previous_checkpoint(reference: dict, tmp_path: Path,
                                                                               nth: int) -> None:
     """User sees: the process gone (SIGKILL) with a complete temporary file next to the checkpoint it was to

@@ -69,7 +69,7 @@ def test_two_processes_started_by_hand(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["collective", "hang"])
+@pytest.mark.parametrize("mode", ["collective", pytest.param("hang", marks=pytest.mark.extended)])
 def test_a_failing_rank_stops_every_process_and_is_reported(tmp_path: Path, mode: str) -> None:
     script = [str(SCRIPTS / "fail_job.py"), str(tmp_path), mode]
     if mode == "hang":  # rank 0 ignores SIGTERM and sleeps: only `ember run`'s SIGKILL can end it

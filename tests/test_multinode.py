@@ -48,7 +48,8 @@ def start_two_nodes(launcher: str, tmp_path: Path, script: list[str]) -> list[Jo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", list(LAUNCHERS))
+@pytest.mark.parametrize("launcher", [pytest.param(name, marks=[pytest.mark.extended] if name == "torchrun" else [])
+                                      for name in LAUNCHERS])
 def test_two_nodes_of_two_processes_train_the_weights_of_one_process(tmp_path: Path, launcher: str) -> None:
     jobs = start_two_nodes(launcher, tmp_path, [str(SCRIPTS / "nodes_job.py"), str(tmp_path)])
     for job in jobs:
@@ -97,6 +98,7 @@ def _pids(out: Path, job: list[Job], n: int, timeout: float = 120) -> list[int]:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # a dead launcher ends its own workers in every run: tests/test_reliability_orphans.py
 def test_a_node_whose_launcher_dies_stops_the_other_node(tmp_path: Path) -> None:
     """SIGKILL to one node's `ember run` (the launcher alone, as the OOM killer would): its processes die with it,
     the other node's processes fail in their next collective, and their launcher stops them and exits."""

@@ -31,6 +31,7 @@ RUNS = 20
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # 40 worker starts; the mechanism is held by the test above in every run
 def test_a_two_process_ember_run_job_exits_with_status_0_every_time(tmp_path: Path, warm_python) -> None:
     """A 2-process ``ember run`` job that keeps its trainer and model to the end, run 20 times in a row: every run
     exits with status 0 (a worker that aborts at interpreter exit, "terminate called without an active

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from dist_support import SCRIPTS, Job, alive
 
-#: The bound the docs promise (docs/reliability.md), with slack for a busy two-core machine.
-BOUND = 5.0
+#: The bounds the docs promise (docs/reliability.md), with slack for a busy two-core machine: after SIGKILL the
+#: kernel ends the workers at once; after SIGTERM they finish their batch and write a checkpoint first.
+BOUND = {signal.SIGKILL: 5.0, signal.SIGTERM: 15.0}
 
 
 def started(job: Job, out: Path, timeout: float = 120) -> list[int]:
@@ -26,7 +27,7 @@ def started(job: Job, out: Path, timeout: float = 120) -> list[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGKILL, pytest.param(signal.SIGTERM, marks=pytest.mark.extended)])
 def test_workers_die_with_their_launcher(tmp_path: Path, how: signal.Signals) -> None:
     job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "slow_ddp_job.py"),
                str(tmp_path)], cwd=tmp_path)
@@ -39,7 +40,7 @@ def test_workers_die_with_their_launcher(tmp_path: Path, how: signal.Signals) ->
         seconds = time.monotonic() - killed
         print(f"workers gone {seconds:.2f} s after the launcher got {how.name}")
         assert not [pid for pid in pids if alive(pid)], "orphaned workers"
-        assert seconds < BOUND
+        assert seconds < BOUND[how]
         if how == signal.SIGTERM:  # the launcher itself stopped in order and says so
             assert job.proc.wait(timeout=30) == 128 + signal.SIGTERM
     finally:

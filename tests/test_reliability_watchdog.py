@@ -21,7 +21,7 @@ _TORCH = tuple(int(p) for p in __import__("torch").__version__.split("+")[0].spl
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stuck", [0, 1])
+@pytest.mark.parametrize("stuck", [0, pytest.param(1, marks=pytest.mark.extended)])
 def test_a_stuck_rank_is_named_and_every_rank_stops(tmp_path: Path, stuck: int) -> None:
     job = Job([sys.executable, "-m", "ember.cli", "run", "--nproc-per-node", "2", str(SCRIPTS / "slow_ddp_job.py"),
                str(tmp_path), str(stuck), json.dumps({"hang_timeout": TIMEOUT})], cwd=tmp_path)
@@ -47,6 +47,7 @@ def test_a_stuck_rank_is_named_and_every_rank_stops(tmp_path: Path, stuck: int) 
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the other timeout of the stuck-rank test above
 def test_the_stuck_rank_is_named_when_the_collective_timeout_is_the_shorter(tmp_path: Path) -> None:
     """hang_timeout stays at its default (600 s); the process group's collectives time out after 12 s. The
     watchdog decides first (at 0.7 of it), so rank 0, waiting in a collective, is not the one blamed."""

@@ -72,6 +72,7 @@ def test_a_killed_worker_is_restarted_and_the_fit_ends_with_the_uninterrupted_we
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the restart path itself is held by the test above in every run
 def test_a_job_out_of_restarts_names_every_death(tmp_path: Path) -> None:
     code, log = _ember_run(tmp_path, [1, 2], max_restarts=1).wait(timeout=180)
     assert code == 1, log

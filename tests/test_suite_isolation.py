@@ -13,7 +13,7 @@ import pytest
 
 from ember.testing import make_distribution
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.extended]  # runs a slice of the suite again
 
 ROOT = Path(__file__).resolve().parents[1]
 

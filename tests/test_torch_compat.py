@@ -122,6 +122,7 @@ def test_the_torch_profiler_runs_twice_in_one_process(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # for runs against another torch: tests/test_ddp.py and tests/test_fsdp.py hold it on this one
 @pytest.mark.parametrize("strategy", ["ddp", pytest.param("fsdp", marks=needs_fsdp)])
 def test_two_processes_with_the_default_settings(tmp_path: Path, strategy: str) -> None:
     """Sanity check, checkpointing and logging on, as a user gets them (FSDP crashed here with inference
