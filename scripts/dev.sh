@@ -38,36 +38,35 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
-# uv installs ember's requirements several times faster than pip, and the environment (torch included) is
-# byte-compiled on every core at once; pip does it all where uv cannot be had. Compiled it must be: with PYTHONDONTWRITEBYTECODE
-# set, as on some machines, nothing imported would ever be cached, and every process would compile torch anew.
+# uv installs ember's requirements several times faster than pip; pip does it where uv cannot be had. Nothing is
+# byte-compiled up front: what runs here writes the bytecode of each module it imports, once (about a fifth of
+# the environment's 15,000 files; compiling them all took longer than the installs). For that, the commands below
+# run with bytecode writing on even where PYTHONDONTWRITEBYTECODE is set, as on some machines: otherwise every
+# process would compile torch anew.
+unset PYTHONDONTWRITEBYTECODE
 no_compile=()
 if "$py" -m uv --version >/dev/null 2>&1 || "$py" -m pip install --quiet --no-compile uv >/dev/null 2>&1; then
-    no_compile=(--no-compile)  # compiled at the end, on every core
+    no_compile=(--no-compile)
 fi
 if [ -n "$torch_version" ]; then
     have=$("$py" -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
     if [ "$have" != "$torch_version" ]; then
         "$py" -m pip install --quiet "${no_compile[@]}" "torch==$torch_version"
-        rm -f "$venv/.ember-installed"  # the step below compiles it
+        rm -f "$venv/.ember-installed"
     fi
 elif ! "$py" -c "import torch" >/dev/null 2>&1; then
     # The CPU build (pip finds it where the machine's pip configuration points); a bare 'torch' requirement
     # could pull several GB of CUDA packages.
     "$py" -m pip install --quiet "${no_compile[@]}" "torch==2.13.0"
-    rm -f "$venv/.ember-installed"  # the step below compiles it
+    rm -f "$venv/.ember-installed"
 fi
 stamp="$venv/.ember-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || ! "$py" -c "import ember" >/dev/null 2>&1; then
     # Keep the torch installed above: ember's own requirements must not move it.
     "$py" -c "import importlib.metadata as m; print('torch==' + m.version('torch'))" > "$venv/torch-constraint.txt"
     if [ ${#no_compile[@]} -gt 0 ]; then
-        "$py" -m uv pip install --python "$py" --quiet --compile-bytecode -e ".[test]" \
+        "$py" -m uv pip install --python "$py" --quiet -e ".[test]" \
             --constraint "$venv/torch-constraint.txt"
-        # uv compiles what it installed; torch and what pip installed with it, on every core (a file that is not
-        # Python, some packages ship such, is skipped with a message: quiet)
-        "$py" -m compileall -q -j 0 "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
-            >/dev/null 2>&1 || true
     else
         "$py" -m pip install --quiet -e ".[test]" --constraint "$venv/torch-constraint.txt"
     fi
