@@ -50,7 +50,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
-from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.errors import CheckpointError, NoModelError
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
@@ -174,7 +174,9 @@ class Checkpointing:
     def save(self, path: str | os.PathLike, weights_only: bool = False) -> None:
         """``trainer.save_checkpoint``: write now, or, while a fit trains, at the loop's next safe point."""
         if self.trainer.module is None:
-            raise ConfigurationError("trainer.save_checkpoint() needs a model: call trainer.fit(model, ...) first.")
+            raise NoModelError("trainer.save_checkpoint() needs a model. Saving a checkpoint is only possible if a "
+                               "model is attached to the Trainer: call trainer.fit(model, ...) (or validate, test, "
+                               "predict) first.")
         if self._deferring:
             self._requests.append(("save", os.fspath(path), weights_only))
             self.safe_point_due = True

@@ -378,7 +378,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
             continue
         if key not in names:
             raise UnknownArgumentError(
-                f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
+                f"Trainer.__init__() got an unexpected keyword argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )
     kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off
