@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.errors import CheckpointError, ConfigurationError, PossibleUserWarning, warn_user
 from ember.core.loop import seed
 from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
@@ -47,8 +47,10 @@ class Loops:
         self.t = trainer
         self.max_epochs = -1
         self.max_steps = -1
+        #: A fit has set the limits it runs under (before, ``trainer.max_epochs`` is the argument as given).
+        self.limits_set = False
         if getattr(trainer, "config", None) is not None:
-            self._set_limits()  # the Trainer's max_epochs/max_steps read right after it is built, as in Lightning
+            self.max_steps, self.max_epochs = self.limits()  # read right after the Trainer is built, as in Lightning
         #: The run state this loop owns; the Trainer's properties read it.
         self.progress = Progress()
         self.log_context = LogContext()
@@ -89,8 +91,9 @@ class Loops:
     # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
         """Set up the processes, the device and the module, then run ``fn``."""
-        self._set_limits()
         self._setup_processes(fn)
+        if fn == "fit":  # on each process, once it knows its rank (only global rank 0 warns)
+            self._set_limits()
         self._setup_module(fn)
         t = self.t
         t.ckpt_path = None
@@ -107,6 +110,13 @@ class Loops:
 
     def _set_limits(self) -> None:
         self.max_steps, self.max_epochs = self.limits()
+        self.limits_set = True
+        cfg = self.t.config
+        if cfg.max_epochs is None and self.max_epochs == 1000 and self.t.is_global_zero:
+            warn_user("Trainer(max_epochs=None) with neither max_steps nor max_time: `max_epochs` was not set. "
+                      "Setting it to 1000 epochs. Pass max_epochs=-1 to train without an epoch limit (until "
+                      "max_steps, max_time or trainer.should_stop ends the fit), or a number of epochs; either "
+                      "silences this warning.", PossibleUserWarning)
 
     def limits(self) -> tuple[int, int]:
         """``(max_steps, max_epochs)`` a fit with this configuration runs under (-1: no limit), as Lightning
@@ -115,8 +125,10 @@ class Loops:
         fdr = cfg.fast_dev_batches
         if fdr:
             return fdr, 1
-        if cfg.max_epochs is None:
-            return cfg.max_steps, 1000 if cfg.max_steps == -1 else -1
+        if cfg.max_epochs is None:  # a step or time budget alone ends the fit; else 1000 epochs
+            timed = getattr(cfg, "max_time", None) is not None or any(
+                identity.startswith("callback.timer") for identity, _ in getattr(self.t, "extra_plugins", ()))
+            return cfg.max_steps, 1000 if cfg.max_steps == -1 and not timed else -1
         return cfg.max_steps, cfg.max_epochs
 
     def _setup_processes(self, fn: str) -> None:
