@@ -205,6 +205,8 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
+        if t.is_global_zero:  # before the sanity check, which leaves the whole module in train mode
+            _warn_eval_modules(module)
         self.sanity_check()
         t.state.stage = "train"
         t.model.train()
@@ -391,3 +393,15 @@ def _same_value(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # a tensor of several values, ...: compared by identity
         return a is b
+
+
+def _warn_eval_modules(module: Any) -> None:
+    """Once per fit: submodules the user left in eval mode are put in train mode with the rest; say so."""
+    names = [name or type(module).__name__ for name, m in module.named_modules() if not m.training] \
+        if isinstance(module, torch.nn.Module) else []
+    if names:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        warn_user(f"Found {len(names)} module(s) in eval mode at the start of training ({shown}). The fit puts the "
+                  "whole module in train mode (module.train()), so dropout and batch-norm statistics are active in "
+                  "them too; to keep a submodule in eval mode, call .eval() on it in on_train_start and "
+                  "on_validation_model_train.", PossibleUserWarning)
