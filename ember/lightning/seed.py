@@ -39,7 +39,7 @@ class SeedType(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         if super().__instancecheck__(obj):
             return True
-        stands_for = cls.__dict__.get("stands_for")
+        stands_for: tuple[type, ...] = cls.__dict__.get("stands_for", ())
         return bool(stands_for) and isinstance(obj, stands_for)
 
 
