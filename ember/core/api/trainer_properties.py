@@ -153,7 +153,7 @@ class TrainerProperties:
     @property
     def max_epochs(self) -> int | None:
         """The epoch limit (-1: none). Before a fit, the argument as given (None when not given); a fit without it
-        runs 1000 epochs, or without an epoch limit when ``max_steps`` or ``max_time`` is given."""
+        runs 1000 epochs, or without an epoch limit when ``max_steps`` is given."""
         if self.config.max_epochs is None and not self.config.fast_dev_batches and not self.loop.limits_set:
             return None
         return self.loop.max_epochs

@@ -113,10 +113,10 @@ class Loops:
         self.limits_set = True
         cfg = self.t.config
         if cfg.max_epochs is None and self.max_epochs == 1000 and self.t.is_global_zero:
-            warn_user("Trainer(max_epochs=None) with neither max_steps nor max_time: `max_epochs` was not set. "
-                      "Setting it to 1000 epochs. Pass max_epochs=-1 to train without an epoch limit (until "
-                      "max_steps, max_time or trainer.should_stop ends the fit), or a number of epochs; either "
-                      "silences this warning.", PossibleUserWarning)
+            warn_user("Trainer(max_epochs=None) and no max_steps: `max_epochs` was not set. Setting it to 1000 "
+                      "epochs. Pass max_epochs=-1 to train without an epoch limit (until max_steps, a time limit or "
+                      "trainer.should_stop ends the fit), or a number of epochs; either silences this warning.",
+                      PossibleUserWarning)
 
     def limits(self) -> tuple[int, int]:
         """``(max_steps, max_epochs)`` a fit with this configuration runs under (-1: no limit), as Lightning
@@ -125,10 +125,8 @@ class Loops:
         fdr = cfg.fast_dev_batches
         if fdr:
             return fdr, 1
-        if cfg.max_epochs is None:  # a step or time budget alone ends the fit; else 1000 epochs
-            timed = getattr(cfg, "max_time", None) is not None or any(
-                identity.startswith("callback.timer") for identity, _ in getattr(self.t, "extra_plugins", ()))
-            return cfg.max_steps, 1000 if cfg.max_steps == -1 and not timed else -1
+        if cfg.max_epochs is None:
+            return cfg.max_steps, 1000 if cfg.max_steps == -1 else -1
         return cfg.max_steps, cfg.max_epochs
 
     def _setup_processes(self, fn: str) -> None:
