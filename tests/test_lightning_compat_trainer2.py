@@ -127,8 +127,13 @@ def test_resuming_without_a_callback_that_saved_state_warns(tmp_path: Path) -> N
 # -- what trainer.strategy and trainer.accelerator are ------------------------------------------------------
 def test_lightning_classes_match_the_plugins_behind_trainer_strategy_and_accelerator() -> None:
     from ember.lightning.pytorch.accelerators import Accelerator, CPUAccelerator, CUDAAccelerator
-    from ember.lightning.pytorch.strategies import (DDPStrategy, FSDPStrategy, ParallelStrategy,
-                                                    SingleDeviceStrategy, Strategy)
+    from ember.lightning.pytorch.strategies import (
+        DDPStrategy,
+        FSDPStrategy,
+        ParallelStrategy,
+        SingleDeviceStrategy,
+        Strategy,
+    )
 
     trainer = ember.Trainer(**QUIET)
     assert isinstance(trainer.strategy, SingleDeviceStrategy) and isinstance(trainer.strategy, Strategy)

@@ -338,7 +338,7 @@ class Checkpointing:
             if key in states:
                 plugin.load_state_dict(states[key])
                 restored.add(key)
-        left = sorted(set(states) - restored) if isinstance(states, Mapping) else []
+        left = sorted(k for k, v in states.items() if k not in restored and v) if isinstance(states, Mapping) else []
         if left and t.is_global_zero:
             warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
                       "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
