@@ -58,8 +58,10 @@ def sequential(loader: Any, stage: str) -> Any:
         raise ConfigurationError(f"Trainer(overfit_batches=...) needs the {stage} data in a fixed order, but its "
                                  f"loader ({type(loader).__name__} with {type(sampler).__name__}) cannot be rebuilt "
                                  "without shuffling; pass a DataLoader with shuffle=False.")
-    warnings.warn(f"Trainer(overfit_batches=...) turns off the shuffling of the {stage} DataLoader, so that every "
-                  "epoch sees the same batches.", UserWarning, stacklevel=4)
+    name = "val" if stage == "validate" else stage
+    warnings.warn(f"You requested to overfit but enabled {name} dataloader shuffling: Trainer(overfit_batches=...) "
+                  f"turns off the shuffling of the {stage} DataLoader, so that every epoch sees the same batches.",
+                  UserWarning, stacklevel=4)
     return torch.utils.data.DataLoader(**loader_arguments(loader), batch_size=loader.batch_size, shuffle=False,
                                        drop_last=loader.drop_last)
 
