@@ -4,10 +4,12 @@ the moments Lightning gives them, the checkpoint a run uses when none is named, 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pickle
 import threading
 import warnings
+from collections.abc import Iterator
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,15 @@ from ember.testing import TinyClassifier, tiny_dataset
 
 QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
          "enable_checkpointing": False}
+
+
+@contextlib.contextmanager
+def no_warnings() -> Iterator[None]:
+    """Any warning is an error, except the one that depends on the machine (a loader with few workers)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.filterwarnings("ignore", message=".*does not have many workers")
+        yield
 
 
 def loader(batches: int, batch_size: int = 2) -> DataLoader:
@@ -56,8 +67,7 @@ def test_evaluating_after_a_fit_without_a_model_warns_that_the_best_checkpoint_i
         getattr(trainer, fn)(dataloaders=loader(2))
     assert checkpoint.best_model_path in str(caught[0].message) and f"trainer.{fn}()" in str(caught[0].message)
     assert trainer.ckpt_path == checkpoint.best_model_path
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with no_warnings():
         getattr(trainer, fn)(dataloaders=loader(2), ckpt_path="best")  # a value chosen: no warning
         getattr(trainer, fn)(model, dataloaders=loader(2))  # a model given: its weights, no warning
     assert trainer.ckpt_path is None
@@ -116,8 +126,7 @@ def test_resuming_without_a_callback_that_saved_state_warns(tmp_path: Path) -> N
     trainer = ember.Trainer(**{**QUIET, "max_epochs": 1, "default_root_dir": tmp_path, "callbacks": [Stateful()]})
     trainer.fit(TinyClassifier(), loader(2))
     trainer.save_checkpoint(tmp_path / "a.ckpt")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the same callbacks: nothing to say
+    with no_warnings():  # the same callbacks: nothing to say
         ember.Trainer(**{**QUIET, "max_epochs": 2, "callbacks": [Stateful()]}).fit(
             TinyClassifier(), loader(2), ckpt_path=tmp_path / "a.ckpt")
     with pytest.warns(UserWarning, match=r"holds the state of callback\.Stateful, which this Trainer does not have"):
@@ -186,8 +195,7 @@ def test_max_epochs_reads_as_given_until_a_fit_which_warns_and_runs_1000() -> No
 def test_a_step_budget_alone_sets_no_epoch_limit_and_no_warning() -> None:
     trainer = ember.Trainer(**{**QUIET, "limit_train_batches": 1, "max_steps": 3})
     assert trainer.max_epochs is None and trainer.estimated_stepping_batches == 3
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with no_warnings():
         trainer.fit(TinyClassifier(), loader(2))
     assert trainer.max_epochs == -1 and trainer.global_step == 3
 
@@ -257,8 +265,7 @@ def test_a_submodule_left_in_eval_mode_is_named_at_the_start_of_training() -> No
                                                  r"\(frozen\)"):
         ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(model, loader(2))
     assert model.frozen.training  # as the warning says
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with no_warnings():
         ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(TinyClassifier(), loader(2))
 
 
@@ -289,3 +296,54 @@ def test_ranks_are_properties_of_the_class() -> None:
         local_rank.return_value = 1
         assert trainer.local_rank == 1
     assert trainer.local_rank == 0
+
+
+# -- data ----------------------------------------------------------------------------------------------------
+def test_a_loader_without_workers_is_named_when_cpus_are_free() -> None:
+    few = DataLoader(tiny_dataset(n=8), batch_size=4)
+    many = DataLoader(tiny_dataset(n=8), batch_size=4, num_workers=2)
+    with mock.patch("ember.core.loop.data.available_cpus", return_value=8), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(TinyClassifier(), few, many)
+    messages = [str(w.message) for w in caught if issubclass(w.category, PossibleUserWarning)]
+    assert any("The 'train_dataloader' does not have many workers" in m and "num_workers=7" in m for m in messages)
+    assert not any("'val_dataloader'" in m for m in messages)
+    with mock.patch("ember.core.loop.data.available_cpus", return_value=2), no_warnings():  # no CPU to spare
+        ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(TinyClassifier(), few)
+
+
+def test_a_loader_shorter_than_the_logging_interval_warns_with_a_logger(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.loggers import CSVLogger
+
+    trainer = ember.Trainer(**{**QUIET, "max_epochs": 1, "log_every_n_steps": 5, "logger": CSVLogger(tmp_path)})
+    with pytest.warns(PossibleUserWarning, match=r"The number of training batches \(3\) is smaller than the "
+                                                 r"logging interval Trainer\(log_every_n_steps=5\)"):
+        trainer.fit(TinyClassifier(), loader(3))
+    with no_warnings():  # without a logger, nothing is logged anyway
+        ember.Trainer(**{**QUIET, "max_epochs": 1, "log_every_n_steps": 5}).fit(TinyClassifier(), loader(3))
+
+
+def test_overfit_batches_names_the_shuffling_it_turns_off() -> None:
+    shuffled = DataLoader(tiny_dataset(n=8), batch_size=2, shuffle=True)
+    with pytest.warns(UserWarning, match="You requested to overfit but enabled train dataloader shuffling"):
+        ember.Trainer(**{**QUIET, "max_epochs": 1, "overfit_batches": 2}).fit(TinyClassifier(), shuffled)
+
+
+def test_lightning_tuner_skips_its_searches_under_fast_dev_run() -> None:
+    from ember.lightning.pytorch.tuner import Tuner
+
+    class Tunable(TinyClassifier):
+        lr = 0.1
+        batch_size = 2
+
+        def train_dataloader(self) -> DataLoader:
+            return loader(4, self.batch_size)
+
+    model = Tunable()
+    tuner = Tuner(ember.Trainer(**{**QUIET, "fast_dev_run": True}))
+    with pytest.warns(UserWarning, match="Skipping learning rate finder since `fast_dev_run` is enabled"):
+        assert tuner.lr_find(model) is None
+    with pytest.warns(UserWarning, match="Skipping batch size scaler since `fast_dev_run` is enabled"):
+        assert tuner.scale_batch_size(model) is None
+    assert (model.lr, model.batch_size) == (0.1, 2)

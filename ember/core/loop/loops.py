@@ -258,6 +258,12 @@ class Loops:
                 "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
                 "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
                 "purpose.")
+        every, n = t.config.log_every_n_steps, t.num_training_batches
+        if t.loggers and every and n < every and not t.config.fast_dev_batches and t.is_global_zero:
+            warn_user(f"The number of training batches ({n:g}) is smaller than the logging interval "
+                      f"Trainer(log_every_n_steps={every}): the training metrics are logged every {every} optimizer "
+                      "steps counted over the whole fit, so not within each epoch. Set a lower log_every_n_steps to "
+                      "see them for every epoch.", PossibleUserWarning)
         training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
         if training.val_loaders and not callable(getattr(t.module, "validation_step", None)):
             warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
