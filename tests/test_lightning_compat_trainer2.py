@@ -289,13 +289,15 @@ def test_val_check_batch(interval: float, expected: int) -> None:
     assert trainer.val_check_batch == expected
 
 
-def test_ranks_are_properties_of_the_class() -> None:
+def test_local_and_node_rank_are_properties_of_the_class() -> None:
     trainer = ember.Trainer(**QUIET)
     assert (trainer.global_rank, trainer.local_rank, trainer.node_rank, trainer.world_size) == (0, 0, 0, 1)
     with mock.patch.object(ember.Trainer, "local_rank", new_callable=mock.PropertyMock) as local_rank:
         local_rank.return_value = 1
         assert trainer.local_rank == 1
     assert trainer.local_rank == 0
+    with mock.patch.object(ember.Trainer, "node_rank", new_callable=mock.PropertyMock, return_value=2):
+        assert trainer.node_rank == 2
 
 
 # -- data ----------------------------------------------------------------------------------------------------

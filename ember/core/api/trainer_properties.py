@@ -96,18 +96,19 @@ class TrainerProperties:
         loop: Loops
         state: TrainerState
         module: Any
+        global_rank: int
         num_training_batches: float
         role_identities: dict[str, str]
         root_device: torch.device
         extra_plugins: list[tuple[str, Any]]
         autoload_plugins: list[tuple[str, Any]]
         role_plugins: dict[str, Any]
+        world_size: int
         checkpointing: Any
 
-    global_rank: int = _rank("global_rank", "This process's rank among all processes of the run (0: the first).")
+    # ``global_rank`` and ``world_size`` stay plain attributes: the loop reads them at every step.
     local_rank: int = _rank("local_rank", "This process's rank among the processes of its node.")
     node_rank: int = _rank("node_rank", "The index of this process's node.")
-    world_size: int = _rank("world_size", "The number of processes of the run.")
 
     # The run state, read-only (``should_stop`` may be set): C-level getters, so reading them per step costs
     # no Python call.
