@@ -263,6 +263,20 @@ class Fixtures:
     def datadir(self) -> Path:
         return Path(os.environ["LIGHTNING_SUITE_SRC"]) / "Datasets"
 
+    @pytest.fixture
+    def tmpdir_server(self, tmp_path: Path) -> Any:
+        """Lightning's: an HTTP server of ``tmp_path`` on a free port (checkpoints loaded from a URL)."""
+        import functools
+        from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+        handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
+        with ThreadingHTTPServer(("localhost", 0), handler) as server:
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            yield server.server_address
+            server.shutdown()
+            thread.join(timeout=20)
+
     @pytest.fixture(autouse=True)
     def restore_env_variables(self) -> Any:
         env = os.environ.copy()

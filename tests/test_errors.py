@@ -387,7 +387,7 @@ def test_unknown_trainer_arguments(given: str, closest: str | None) -> None:
     with pytest.raises(ember.ConfigurationError) as info:
         ember.Trainer(**{**QUIET, given: 1})
     message = str(info.value)
-    assert f"Trainer() got an unknown argument {given!r}." in message
+    assert f"Trainer.__init__() got an unexpected keyword argument {given!r}." in message
     assert "Valid arguments: accelerator, strategy, devices" in message
     if closest:
         assert f"Did you mean {closest!r}?" in message

@@ -194,9 +194,9 @@ def _runs(tmp_path: Path) -> list[str]:
     runs: list[HookRecorder] = []
     t = trainer(gradient_clip_val=0.5)
     t.fit(WithData(), train, val)
-    t.validate(dataloaders=val, verbose=False)
-    t.test(dataloaders=val, verbose=False)
-    t.predict(dataloaders=val)
+    t.validate(dataloaders=val, verbose=False, ckpt_path="best")
+    t.test(dataloaders=val, verbose=False, ckpt_path="best")
+    t.predict(dataloaders=val, ckpt_path="best")
     trainer().fit(ManualOptimization(), train, val)
     with pytest.raises(RuntimeError, match="failing on purpose"):
         trainer().fit(Fails(), train, val)

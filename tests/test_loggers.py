@@ -78,7 +78,7 @@ def test_versions_count_up_and_a_later_test_writes_beside_the_fit(tmp_path):
         trainer = ember.Trainer(max_epochs=1, logger="csv", default_root_dir=tmp_path, **QUIET)
         trainer.fit(TinyClassifier(), train, val)
         assert os.path.basename(trainer.log_dir) == expected
-    trainer.test(dataloaders=val, verbose=False)
+    trainer.test(dataloaders=val, verbose=False, ckpt_path="best")
     rows = read_rows(os.path.join(tmp_path, "ember_logs", "version_1", "metrics.csv"))
     assert "test_acc" in rows[0] or any(r.get("test_acc") for r in rows)
     assert not os.path.exists(os.path.join(tmp_path, "ember_logs", "version_2"))

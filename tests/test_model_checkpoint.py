@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Generator
@@ -208,11 +207,11 @@ def test_ckpt_path_best_and_last_for_evaluation(tmp_path: Path) -> None:
     assert trainer.ckpt_path == str(tmp_path / "last.ckpt")
 
 
-def test_ckpt_path_last_without_checkpoint_starts_fresh(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="ember"):
-        trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
+def test_ckpt_path_last_without_checkpoint_starts_fresh(tmp_path: Path) -> None:
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), **QUIET)
+    with pytest.warns(UserWarning, match="ckpt_path='last': there is no last checkpoint at .* No checkpoint will be "
+                                         "loaded"):
         trainer.fit(TinyClassifier(), *tiny_loaders(n=16), ckpt_path="last")
-    assert "ckpt_path='last': no checkpoint at" in caplog.text
     assert trainer.ckpt_path is None
     assert trainer.global_step == 2
 

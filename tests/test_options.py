@@ -73,12 +73,12 @@ def test_plugin_arguments_are_checked_by_their_declaration_and_read_from_the_con
 @pytest.mark.parametrize(("given", "closest"), [("max_tme", "max_time"), ("enable_progressbar", "enable_progress_bar"),
                                                 ("hang_timout", "hang_timeout")])
 def test_unknown_arguments_suggest_plugin_arguments_too(given: str, closest: str) -> None:
-    with pytest.raises(ember.ConfigurationError, match=rf"unknown argument {given!r}\. Did you mean {closest!r}\?"):
+    with pytest.raises(ember.ConfigurationError, match=rf"unexpected keyword argument {given!r}\. Did you mean {closest!r}\?"):
         ember.Trainer(**{given: 1})
 
 
 def test_an_installed_plugin_brings_its_own_argument(ember_distribution: Any) -> None:
-    with pytest.raises(ember.ConfigurationError, match="unknown argument 'probe_decay'"):
+    with pytest.raises(ember.ConfigurationError, match="unexpected keyword argument 'probe_decay'"):
         ember.Trainer(probe_decay=0.9)
     ember_distribution("ember-decay-probe", entry_points={"ember.plugins": {"callback.decay-probe": "probe_plugin:Ema"}},
                        modules={"probe_plugin.py": PLUGIN})

@@ -60,7 +60,7 @@ def test_without_a_terminal_one_line_per_epoch(tmp_path, capsys):
 def test_disabled_is_silent(tmp_path, capsys):
     trainer = ember.Trainer(default_root_dir=tmp_path, **{**ARGS, "enable_progress_bar": False})
     trainer.fit(ProgModel(), *tiny_loaders())
-    trainer.validate(dataloaders=tiny_loaders()[1], verbose=False)
+    trainer.validate(dataloaders=tiny_loaders()[1], verbose=False, ckpt_path="best")
     assert capsys.readouterr().out == ""
     assert trainer.progress_bar_callback is None
     assert not any(ident.startswith("progress.") for ident, _ in trainer.extra_plugins)

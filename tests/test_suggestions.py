@@ -30,7 +30,7 @@ def test_an_unknown_trainer_argument_is_a_type_error_with_the_closest_one(given:
     with pytest.raises(TypeError) as info:
         ember.Trainer(**QUIET, **{given: 1})
     assert isinstance(info.value, ember.UnknownArgumentError) and isinstance(info.value, ember.ConfigurationError)
-    assert f"unknown argument {given!r}. Did you mean {expected!r}?" in str(info.value)
+    assert f"unexpected keyword argument {given!r}. Did you mean {expected!r}?" in str(info.value)
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), [

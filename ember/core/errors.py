@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import difflib
+import inspect
+import os
+import warnings
 from collections.abc import Iterable
 
 
@@ -12,6 +15,12 @@ class EmberError(Exception):
 
 class EmberWarning(UserWarning):
     """A likely mistake that does not stop the run."""
+
+
+class PossibleUserWarning(UserWarning):
+    """A setting that is often a mistake but may be intended (``max_epochs`` not given, a module left in eval
+    mode, ...); Lightning's category of the same name. Silence it with
+    ``warnings.filterwarnings("ignore", category=PossibleUserWarning)``."""
 
 
 class UntrainedWeightsWarning(EmberWarning):
@@ -27,6 +36,11 @@ class ConfigurationError(EmberError, ValueError):
 class UnknownArgumentError(ConfigurationError, TypeError):
     """A keyword argument nothing declares (``Trainer(max_epoch=3)``): a ``TypeError``, as Python raises for an
     unexpected keyword argument, whose message names the closest valid argument."""
+
+
+class NoModelError(ConfigurationError, AttributeError):
+    """Something that needs the trainer's module was asked for before any run attached one
+    (``trainer.save_checkpoint`` before ``fit``): an ``AttributeError`` too, as Lightning raises."""
 
 
 class PluginError(EmberError):
@@ -81,3 +95,15 @@ class WorkerFailedError(EmberError, RuntimeError):
         self.error = error
         self.remote_traceback = remote_traceback
         self.exitcode = exitcode
+
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn`` pointing at the first line outside ember (the user's ``trainer.fit(...)`` call)."""
+    frame, level = inspect.currentframe(), 1
+    while frame is not None and frame.f_back is not None and \
+            os.path.abspath(frame.f_code.co_filename).startswith(_EMBER_DIR + os.sep):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

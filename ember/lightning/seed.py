@@ -28,15 +28,29 @@ from ember.core.hooks.class_hooks import IMPL_MARK
 from ember.core.hooks.positional import base_hook
 from ember.hookspecs import hookimpl
 
-__all__ = ["SeedPlugin", "add_forwarders", "base_hook", "forwarders"]
+__all__ = ["SeedPlugin", "SeedType", "add_forwarders", "base_hook", "forwarders"]
 
 
-class SeedPlugin:
+class SeedType(type):
+    """The type of the seed classes: ``isinstance(trainer.strategy, SingleDeviceStrategy)`` holds for the ember plugin
+    a built-in seed class stands for (``stands_for``, set on that class alone, so a user's subclass claims only its
+    own instances), as it holds for Lightning's objects behind ``trainer.strategy``/``trainer.accelerator``."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if super().__instancecheck__(obj):
+            return True
+        stands_for: tuple[type, ...] = cls.__dict__.get("stands_for", ())
+        return bool(stands_for) and isinstance(obj, stands_for)
+
+
+class SeedPlugin(metaclass=SeedType):
     """The base of every seed class: its role, identity and inner ember plugin."""
 
     role = "plugin"
     #: The ember plugin class a built-in configures (None: the plain PyTorch fallback does the work).
     plugin_class: type | None = None
+    #: The ember plugin classes whose instances count as instances of this (built-in) class (:class:`SeedType`).
+    stands_for: tuple[type, ...] = ()
     _plugin: Any = None
     _trainer: Any = None
 

@@ -323,14 +323,14 @@ class Trainer(TrainerProperties):
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run("predict", model, datamodule, {"predict": dataloaders},
-                         ckpt_path=default_ckpt_path(self, model, ckpt_path), return_predictions=return_predictions, weights_only=weights_only)
+                         ckpt_path=default_ckpt_path(self, model, ckpt_path, "predict"), return_predictions=return_predictions, weights_only=weights_only)
 
     def _eval_entry(self, stage: str, model: Any, dataloaders: Any, datamodule: Any, ckpt_path: Any,
                     verbose: bool, weights_only: bool = True) -> list[dict[str, float]]:
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run(stage, model, datamodule, {stage: dataloaders},
-                         ckpt_path=default_ckpt_path(self, model, ckpt_path), verbose=verbose, weights_only=weights_only)
+                         ckpt_path=default_ckpt_path(self, model, ckpt_path, stage), verbose=verbose, weights_only=weights_only)
 
     # -- checkpoints ---------------------------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | os.PathLike, weights_only: bool = False) -> None:

@@ -44,6 +44,36 @@ def planned_root_device(trainer: Any) -> torch.device:
     return torch.device("cpu")
 
 
+def _rank(name: str, doc: str) -> Any:
+    """A Trainer property for one of the process's ranks, kept in ``_<name>`` (set once the processes are known);
+    a property of the class, so that it can be patched there (``mock.patch.object(Trainer, "local_rank")``)."""
+    def setter(trainer: Any, value: int) -> None:
+        trainer.__dict__["_" + name] = value
+
+    return property(operator.attrgetter("_" + name), setter, doc=doc)
+
+
+class NoProfiler:
+    """``trainer.profiler`` when no profiler is on (Lightning's ``PassThroughProfiler``): ``with
+    trainer.profiler.profile("name"):`` in a module's code times nothing and costs nothing."""
+
+    def start(self, action_name: str) -> None:
+        """Nothing to start."""
+
+    def stop(self, action_name: str) -> None:
+        """Nothing to stop."""
+
+    @contextlib.contextmanager
+    def profile(self, action_name: str) -> Generator[str, None, None]:
+        yield action_name
+
+    def summary(self) -> str:
+        return ""
+
+    def describe(self) -> None:
+        """Nothing to report."""
+
+
 def _read(path: str, doc: str, writable: bool = False) -> Any:
     """A Trainer property that reads ``path`` (``"loop.progress.global_step"``); ``writable``: it may be set."""
     getter = operator.attrgetter(path)
@@ -75,6 +105,10 @@ class TrainerProperties:
         role_plugins: dict[str, Any]
         world_size: int
         checkpointing: Any
+
+    # ``global_rank`` and ``world_size`` stay plain attributes: the loop reads them at every step.
+    local_rank: int = _rank("local_rank", "This process's rank among the processes of its node.")
+    node_rank: int = _rank("node_rank", "The index of this process's node.")
 
     # The run state, read-only (``should_stop`` may be set): C-level getters, so reading them per step costs
     # no Python call.
@@ -118,7 +152,11 @@ class TrainerProperties:
         return self.state.stage == "predict"
 
     @property
-    def max_epochs(self) -> int:
+    def max_epochs(self) -> int | None:
+        """The epoch limit (-1: none). Before a fit, the argument as given (None when not given); a fit without it
+        runs 1000 epochs, or without an epoch limit when ``max_steps`` is given."""
+        if self.config.max_epochs is None and not self.config.fast_dev_batches and not self.loop.limits_set:
+            return None
         return self.loop.max_epochs
 
     @property
@@ -183,6 +221,25 @@ class TrainerProperties:
         when not given."""
         value = self.config.val_check_interval
         return 1.0 if value is None or self.config.fast_dev_batches else value
+
+    @property
+    def val_check_batch(self) -> int | float:
+        """Training batches between two validations within an epoch: an int ``val_check_interval`` as given, else
+        that fraction of ``num_training_batches`` (at least 1); ``inf`` while the number of batches is unknown (before
+        a fit) and under a time-based ``val_check_interval``."""
+        vci, n = self.val_check_interval, self.num_training_batches
+        if isinstance(vci, int) and not isinstance(vci, bool):
+            return vci
+        if isinstance(vci, float) and not math.isinf(n):
+            return max(1, int(n * vci))
+        return math.inf
+
+    @property
+    def profiler(self) -> Any:
+        """The run's profiler plugin (``Trainer(profiler=...)``), else a :class:`NoProfiler`."""
+        found = next((p for ident, p in self.extra_plugins
+                      if ident.startswith("profiler.") or getattr(p, "role", None) == "profiler"), None)
+        return _NO_PROFILER if found is None else found
 
     @property
     def check_val_every_n_epoch(self) -> int | None:
@@ -420,3 +477,6 @@ def _one_or_list(loaders: list[Any]) -> Any:
     if not loaders:
         return None
     return loaders[0] if len(loaders) == 1 else loaders
+
+
+_NO_PROFILER = NoProfiler()

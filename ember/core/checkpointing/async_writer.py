@@ -145,6 +145,12 @@ class BackgroundWriter:
         self.process: Any = None
         _WRITERS.add(self)
 
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        """Pickled idle (a Trainer pickled between fits): a fresh writer, which starts its thread when needed."""
+        if self.running:
+            raise TypeError("a Trainer cannot be pickled while its checkpoint writer runs (during a fit).")
+        return BackgroundWriter, ()
+
     @property
     def busy(self) -> bool:
         return not self._idle.is_set() or (self.process is not None and self.process.busy)

@@ -50,7 +50,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
-from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.errors import CheckpointError, NoModelError, warn_user
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
@@ -174,7 +174,9 @@ class Checkpointing:
     def save(self, path: str | os.PathLike, weights_only: bool = False) -> None:
         """``trainer.save_checkpoint``: write now, or, while a fit trains, at the loop's next safe point."""
         if self.trainer.module is None:
-            raise ConfigurationError("trainer.save_checkpoint() needs a model: call trainer.fit(model, ...) first.")
+            raise NoModelError("trainer.save_checkpoint() needs a model. Saving a checkpoint is only possible if a "
+                               "model is attached to the Trainer: call trainer.fit(model, ...) (or validate, test, "
+                               "predict) first.")
         if self._deferring:
             self._requests.append(("save", os.fspath(path), weights_only))
             self.safe_point_due = True
@@ -327,6 +329,7 @@ class Checkpointing:
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
         states = checkpoint.get("plugins", {})
+        restored = set()
         for key, plugin in self._stateful_plugins():
             # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
             former = getattr(plugin, "former_state_keys", ())
@@ -334,6 +337,12 @@ class Checkpointing:
                 key = next((k for k in former if k in states), key)
             if key in states:
                 plugin.load_state_dict(states[key])
+                restored.add(key)
+        left = sorted(k for k, v in states.items() if k not in restored and v) if isinstance(states, Mapping) else []
+        if left and t.is_global_zero:
+            warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
+                      "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
+                      "the checkpoint to the Trainer again (callbacks=[...]) to continue with their state.")
         if t.hook.on_load_checkpoint is not None:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ember.core.errors import ConfigurationError, UntrainedWeightsWarning
+from ember.core.errors import ConfigurationError, UntrainedWeightsWarning, warn_user
 
 log = logging.getLogger("ember")
 
@@ -117,10 +117,13 @@ class CheckpointPaths:
             if existing:  # this run's own folder (a fit continued by the same Trainer, or a fixed version)
                 return max(existing, key=os.path.getmtime)
             path = self._agreed(lambda: self.latest_run("last"))
-            if path is None:
-                log.warning("ckpt_path='last': no checkpoint at %s yet, nor in an earlier run of this run name; %s",
-                            " or ".join(self.last_paths()), "starting from the beginning"
-                            if self.trainer.state.fn == "fit" else "evaluating the model's current weights")
+            if path is None and self.trainer.is_global_zero:
+                where = " or ".join(self.last_paths()) or self._where()
+                then = "the fit starts from the beginning" if self.trainer.state.fn == "fit" else \
+                    "the model is evaluated with its current weights"
+                warn_user(f"ckpt_path='last': there is no last checkpoint at {where} yet, nor in an earlier run of "
+                          f"this run name. No checkpoint will be loaded: {then}. ModelCheckpoint(save_last=True) "
+                          "keeps a last checkpoint.")
             return path
         if ckpt_path == "best":
             return self._best()
@@ -141,6 +144,10 @@ class CheckpointPaths:
             raise ConfigurationError("ckpt_path='best': the `ModelCheckpoint` is not configured to save the best "
                                      "model (save_top_k=0). Pass the checkpoint's path, or 'last'.")
         best = getattr(cb, "best_model_path", "")
+        if len(t.checkpoint_callbacks) > 1 and t.is_global_zero:
+            warn_user(f"ckpt_path='best' with {len(t.checkpoint_callbacks)} checkpoint callbacks: trainer.{t.state.fn}() "
+                      f"uses the best checkpoint path from first checkpoint callback ({best or 'none yet'}); pass "
+                      "another callback's best_model_path as ckpt_path to use its best instead.")
         if best:
             return best
         path = self._agreed(lambda: self.latest_run("best"))

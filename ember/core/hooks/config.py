@@ -324,6 +324,13 @@ class TrainerConfig:
     plugin_options: Mapping[str, Any] = attrs.field(factory=lambda: _declared_defaults(),
                                                      converter=lambda v: MappingProxyType(dict(v)))
 
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickled as its arguments (``pickle.dumps(trainer)``): the read-only view of ``plugin_options`` is not
+        picklable itself."""
+        values = {f.name: object.__getattribute__(self, f.name) for f in attrs.fields(TrainerConfig)}
+        values["plugin_options"] = dict(values["plugin_options"])
+        return _config_from, (values,)
+
     def __getattr__(self, name: str) -> Any:  # only reached for names that are not fields: plugins' arguments
         try:
             return object.__getattribute__(self, "plugin_options")[name]
@@ -359,6 +366,10 @@ class TrainerConfig:
 
 
 #: Core's own Trainer arguments (plugins declare theirs: :mod:`ember.core.hooks.options`).
+def _config_from(values: dict[str, Any]) -> TrainerConfig:
+    return TrainerConfig(**values)
+
+
 FIELDS = tuple(f.name for f in attrs.fields(TrainerConfig) if f.name != "plugin_options")
 
 
@@ -378,7 +389,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
             continue
         if key not in names:
             raise UnknownArgumentError(
-                f"Trainer() got an unknown argument {key!r}.{suggest(key, names)} "
+                f"Trainer.__init__() got an unexpected keyword argument {key!r}.{suggest(key, names)} "
                 f"Valid arguments: {', '.join(names)}."
             )
     kwargs = {k: v for k, v in kwargs.items() if k not in LIGHTNING_ELSEWHERE}  # only None gets here: off

@@ -52,6 +52,9 @@ class HookTable:
         self._pm = pm
         pm.subscribe(self.rebuild)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return HookTable, (self._pm,)  # its entries are made again when used
+
     def rebuild(self) -> None:
         """Forget every entry; each is made again, from the current plugins, when next used."""
         pm = self._pm

@@ -87,6 +87,16 @@ class PluginManager(pluggy.PluginManager):
         self._known: frozenset[str] | None = None
         self._hook_order: dict[str, int] = {}
 
+    def __reduce__(self) -> tuple[Any, tuple[list[str], dict[str, str]]]:
+        """Pickled between runs (``pickle.dumps(trainer)``, as Lightning's Trainer pickles) as what it keeps then:
+        the blocked identities and the plugins' origins; a run's plugins are registered again by the next run."""
+        registered = [name for name, plugin in self._name2plugin.items() if plugin is not None]
+        if registered:
+            raise TypeError(f"a Trainer cannot be pickled while a run holds its plugins ({', '.join(registered)}): "
+                            "pickle it before or after fit/validate/test/predict.")
+        blocked = [name for name, plugin in self._name2plugin.items() if plugin is None]
+        return _manager_from, (blocked, dict(self.origins))
+
     # -- discovery of implementations ------------------------------------------------------------------
     def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
         answered = self._answered
@@ -461,3 +471,11 @@ def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
         return None
 
     return same_call(impl, skipped)
+
+
+def _manager_from(blocked: list[str], origins: dict[str, str]) -> PluginManager:
+    pm = PluginManager()
+    for name in blocked:
+        pm.set_blocked(name)
+    pm.origins.update(origins)
+    return pm

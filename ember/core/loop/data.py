@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import signal
 import warnings
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, PossibleUserWarning, warn_user
 from ember.core.loop import seed
 
 if TYPE_CHECKING:
@@ -40,11 +41,32 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
         list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) else [given]
     out = []
     for loader in items:
+        if trainer.is_global_zero:
+            _few_workers(trainer, loader, LOADER_METHODS[stage])
         if trainer.config.overfit_batches and stage in ("train", "validate"):
             loader = sequential(loader, stage)
         processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
         out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
     return out
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _few_workers(trainer: TrainerLike, loader: Any, name: str) -> None:
+    """A ``DataLoader`` that loads in the training process (fewer than 2 workers) while CPUs are free for workers:
+    say so once per run and loader, as Lightning does (a likely bottleneck, rarely intended past a first try)."""
+    if not isinstance(loader, torch.utils.data.DataLoader) or loader.num_workers >= 2:
+        return
+    per_node = max(1, trainer.world_size // max(1, trainer.config.num_nodes))
+    suggested = max(1, available_cpus() // per_node - 1)  # one CPU left for the training process
+    if suggested > 1:
+        warn_user(f"The '{name}' does not have many workers which may be a bottleneck: it loads its batches with "
+                  f"num_workers={loader.num_workers}, in the training process, while {suggested} CPUs could load "
+                  f"them in parallel. Consider DataLoader(num_workers={suggested}) to improve performance.",
+                  PossibleUserWarning)
 
 
 def sequential(loader: Any, stage: str) -> Any:
@@ -58,8 +80,10 @@ def sequential(loader: Any, stage: str) -> Any:
         raise ConfigurationError(f"Trainer(overfit_batches=...) needs the {stage} data in a fixed order, but its "
                                  f"loader ({type(loader).__name__} with {type(sampler).__name__}) cannot be rebuilt "
                                  "without shuffling; pass a DataLoader with shuffle=False.")
-    warnings.warn(f"Trainer(overfit_batches=...) turns off the shuffling of the {stage} DataLoader, so that every "
-                  "epoch sees the same batches.", UserWarning, stacklevel=4)
+    name = "val" if stage == "validate" else stage
+    warnings.warn(f"You requested to overfit but enabled {name} dataloader shuffling: Trainer(overfit_batches=...) "
+                  f"turns off the shuffling of the {stage} DataLoader, so that every epoch sees the same batches.",
+                  UserWarning, stacklevel=4)
     return torch.utils.data.DataLoader(**loader_arguments(loader), batch_size=loader.batch_size, shuffle=False,
                                        drop_last=loader.drop_last)
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.errors import CheckpointError, ConfigurationError, PossibleUserWarning, warn_user
 from ember.core.loop import seed
 from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
@@ -47,8 +47,10 @@ class Loops:
         self.t = trainer
         self.max_epochs = -1
         self.max_steps = -1
+        #: A fit has set the limits it runs under (before, ``trainer.max_epochs`` is the argument as given).
+        self.limits_set = False
         if getattr(trainer, "config", None) is not None:
-            self._set_limits()  # the Trainer's max_epochs/max_steps read right after it is built, as in Lightning
+            self.max_steps, self.max_epochs = self.limits()  # read right after the Trainer is built, as in Lightning
         #: The run state this loop owns; the Trainer's properties read it.
         self.progress = Progress()
         self.log_context = LogContext()
@@ -89,8 +91,9 @@ class Loops:
     # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
         """Set up the processes, the device and the module, then run ``fn``."""
-        self._set_limits()
         self._setup_processes(fn)
+        if fn == "fit":  # on each process, once it knows its rank (only global rank 0 warns)
+            self._set_limits()
         self._setup_module(fn)
         t = self.t
         t.ckpt_path = None
@@ -107,6 +110,13 @@ class Loops:
 
     def _set_limits(self) -> None:
         self.max_steps, self.max_epochs = self.limits()
+        self.limits_set = True
+        cfg = self.t.config
+        if cfg.max_epochs is None and self.max_epochs == 1000 and self.t.is_global_zero:
+            warn_user("Trainer(max_epochs=None) and no max_steps: `max_epochs` was not set. Setting it to 1000 "
+                      "epochs. Pass max_epochs=-1 to train without an epoch limit (until max_steps, a time limit or "
+                      "trainer.should_stop ends the fit), or a number of epochs; either silences this warning.",
+                      PossibleUserWarning)
 
     def limits(self) -> tuple[int, int]:
         """``(max_steps, max_epochs)`` a fit with this configuration runs under (-1: no limit), as Lightning
@@ -193,6 +203,8 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
+        if t.is_global_zero:  # before the sanity check, which leaves the whole module in train mode
+            _warn_eval_modules(module)
         self.sanity_check()
         t.state.stage = "train"
         t.model.train()
@@ -246,6 +258,12 @@ class Loops:
                 "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
                 "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
                 "purpose.")
+        every, n = t.config.log_every_n_steps, t.num_training_batches
+        if t.loggers and every and n < every and not t.config.fast_dev_batches and t.is_global_zero:
+            warn_user(f"The number of training batches ({n:g}) is smaller than the logging interval "
+                      f"Trainer(log_every_n_steps={every}): the training metrics are logged every {every} optimizer "
+                      "steps counted over the whole fit, so not within each epoch. Set a lower log_every_n_steps to "
+                      "see them for every epoch.", PossibleUserWarning)
         training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
         if training.val_loaders and not callable(getattr(t.module, "validation_step", None)):
             warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
@@ -379,3 +397,15 @@ def _same_value(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # a tensor of several values, ...: compared by identity
         return a is b
+
+
+def _warn_eval_modules(module: Any) -> None:
+    """Once per fit: submodules the user left in eval mode are put in train mode with the rest; say so."""
+    names = [name or type(module).__name__ for name, m in module.named_modules() if not m.training] \
+        if isinstance(module, torch.nn.Module) else []
+    if names:
+        shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+        warn_user(f"Found {len(names)} module(s) in eval mode at the start of training ({shown}). The fit puts the "
+                  "whole module in train mode (module.train()), so dropout and batch-norm statistics are active in "
+                  "them too; to keep a submodule in eval mode, call .eval() on it in on_train_start and "
+                  "on_validation_model_train.", PossibleUserWarning)

@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import torch
 
-from ember.core.errors import ConfigurationError, suggest
+from ember.core.errors import ConfigurationError, suggest, warn_user
 
 _SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
 _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
@@ -99,6 +99,10 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
         raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()): it "
                                  "doesn't follow PyTorch's LRScheduler API (under manual optimization any object "
                                  "is accepted: the module steps it).")
+    if isinstance(sched, torch.optim.lr_scheduler.OneCycleLR) and config.interval == "epoch":
+        warn_user(f"{where}: the OneCycleLR scheduler is stepped once per epoch ('interval': 'epoch', the default), "
+                  "but its cycle is counted in optimizer steps (total_steps), so it would follow its schedule only "
+                  "over that many epochs. Are you sure you didn't mean 'interval': 'step'?", RuntimeWarning)
     if config.reduce_on_plateau and config.monitor is None:
         raise ConfigurationError(f"{where}: ReduceLROnPlateau needs a 'monitor', e.g. "
                                  "{'scheduler': s, 'monitor': 'val_loss'}: `configure_optimizers` must include a "
@@ -147,9 +151,12 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
             for d in result:
                 allowed = ("optimizer", "lr_scheduler", "monitor")
                 unknown = sorted(set(map(str, d)) - set(allowed))
-                if "optimizer" not in d or unknown or not _is_optimizer(d["optimizer"]):
-                    close = "".join(suggest(k, allowed) for k in unknown)
+                close = "".join(suggest(k, allowed) for k in unknown)
+                if "optimizer" not in d or not _is_optimizer(d["optimizer"]):
                     raise _unknown(where, d, close)
+                if unknown:  # ignored with a warning, as Lightning does (a misspelled key is named)
+                    warn_user(f"{where}: Found unsupported keys in the optimizer configuration: {set(unknown)}; they "
+                              f"are ignored (allowed: {list(allowed)}).{close}", RuntimeWarning)
                 opts.append(d["optimizer"])
                 if d.get("lr_scheduler") is not None:
                     sched = d["lr_scheduler"]

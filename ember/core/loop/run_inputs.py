@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, warn_user
 
 
 class ModelError(ConfigurationError, TypeError):
@@ -36,13 +36,17 @@ def check_run_inputs(fn: str, model: Any, current: Any, datamodule: Any, loaders
     return model
 
 
-def default_ckpt_path(trainer: Any, model: Any, ckpt_path: Any) -> Any:
+def default_ckpt_path(trainer: Any, model: Any, ckpt_path: Any, fn: str) -> Any:
     """As in Lightning, ``validate``/``test``/``predict`` called without a model after a fit run the best
     checkpoint's weights when a checkpoint callback has saved one (Lightning raises where none has; ember then
     runs the module as it is in memory)."""
     if model is not None or ckpt_path is not None or trainer.module is None:
         return ckpt_path
-    if getattr(trainer.checkpoint_callback, "best_model_path", ""):
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "")
+    if best:
+        warn_user(f"trainer.{fn}() got no model and no ckpt_path. The best model of the previous `fit` call will be "
+                  f"used: {best}. Pass ckpt_path='best' to keep this choice, ckpt_path='last' for the newest "
+                  "checkpoint or a file's path; passing any value silences this warning.")
         return "best"
     return None
 

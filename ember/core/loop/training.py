@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, warn_user
 from ember.core.loop import module_overrides
 from ember.core.loop.data import length, with_last
 from ember.core.loop.optim import ManualOptimizer
@@ -313,6 +313,10 @@ class TrainingLoop:
                     f"(ReduceLROnPlateau conditioned on metric {config.monitor!r} which is not available. Available "
                     f"metrics are: {sorted(metrics) or '(none)'}). Log it with self.log, or set 'strict': False in the "
                     "lr_scheduler dict to skip the step instead.")
+            warn_user(f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged: "
+                      f"ReduceLROnPlateau conditioned on metric {config.monitor!r} which is not available but strict "
+                      f"is set to False, so its step is skipped (available metrics: {sorted(metrics) or '(none)'}). "
+                      "Log the metric with self.log, or monitor one that is logged.", RuntimeWarning)
             return
         if self.overrides.lr_scheduler_step is not None:
             self.overrides.lr_scheduler_step(config.scheduler, value)

@@ -152,6 +152,8 @@ class MPSAccelerator(Accelerator):
 
 for _cls in (CPUAccelerator, CUDAAccelerator, MPSAccelerator):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)  # root_device
+    _cls.stands_for = (_cls.plugin_class,)
+Accelerator.stands_for = (_EmberCPU, _EmberCUDA, _EmberMPS)
 
 
 def find_usable_cuda_devices(num_devices: int = -1) -> list[int]:

@@ -20,6 +20,7 @@ from ember.hookspecs import hookimpl
 from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
+from ember.plugins.strategies.distributed import ProcessGroupStrategy
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
 
@@ -212,6 +213,9 @@ class FSDPStrategy(DDPStrategy):
 
 for _cls in (SingleDeviceStrategy, DDPStrategy, FSDPStrategy):
     add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)
+    _cls.stands_for = (_cls.plugin_class,)
+Strategy.stands_for = (_EmberSingle, ProcessGroupStrategy)
+ParallelStrategy.stands_for = (ProcessGroupStrategy,)
 
 #: Placeholders: they import (and can be subclassed or named in isinstance) and raise when constructed.
 DeepSpeedStrategy = unsupported("DeepSpeedStrategy", "ember has no DeepSpeedStrategy: ember does not run DeepSpeed; "

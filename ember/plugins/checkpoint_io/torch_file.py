@@ -95,7 +95,7 @@ class TorchCheckpointIO:
 
     @hookimpl
     def load_checkpoint(self, path: str, weights_only: bool) -> Any:
-        return safe_load(path, weights_only)
+        return safe_load(downloaded(path) if path.startswith(("http://", "https://")) else path, weights_only)
 
     @hookimpl
     def remove_checkpoint(self, trainer: Any, path: str) -> bool:
@@ -103,3 +103,20 @@ class TorchCheckpointIO:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
         return True
+
+
+def downloaded(url: str) -> str:
+    """A checkpoint given by URL (``load_from_checkpoint("https://...")``), as a local file: downloaded once into
+    torch hub's cache (``$TORCH_HOME/hub/checkpoints``) under its file name, as ``torch.hub`` keeps weights. It is
+    read like any checkpoint file (``weights_only``, checked)."""
+    import urllib.parse
+
+    import torch.hub
+
+    name = os.path.basename(urllib.parse.urlparse(url).path) or "checkpoint.ckpt"
+    folder = os.path.join(torch.hub.get_dir(), "checkpoints")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
+    if not os.path.exists(path):
+        torch.hub.download_url_to_file(url, path, progress=False)
+    return path

@@ -17,6 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from typing import Any
 
+from ember.core.api.trainer_properties import NoProfiler
 from ember.core.hooks.positional import base_hook
 from ember.hookspecs import hookimpl
 
@@ -156,3 +157,6 @@ class PassThroughProfiler(Profiler):
 
 
 __all__ = ["PassThroughProfiler", "Profiler"]
+
+
+PassThroughProfiler.register(NoProfiler)  # trainer.profiler without a profiler is a PassThroughProfiler too

@@ -19,6 +19,7 @@ import numpy
 import torch
 
 from ember.core.api.module import AttributeDict
+from ember.core.errors import PossibleUserWarning
 from ember.core.hooks.defaults import move_to_device
 from ember.lightning.pytorch.utilities.combined_loader import CombinedLoader
 from ember.lightning.pytorch.utilities.rank_zero import (
@@ -85,11 +86,6 @@ def grad_norm(module: torch.nn.Module, norm_type: float | int | str, group_separ
     if norms:
         norms[f"grad_{norm}_norm_total"] = torch.linalg.vector_norm(torch.stack(list(norms.values())), norm)
     return norms
-
-
-class PossibleUserWarning(UserWarning):
-    """A warning about something that may be intended (Lightning's category; silence it with
-    :func:`disable_possible_user_warnings`)."""
 
 
 def disable_possible_user_warnings(module: str = "") -> None:
