@@ -47,6 +47,13 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     return out
 
 
+def has_source(trainer: TrainerLike, stage: str, given: Any) -> bool:
+    """Whether ``stage`` has data, without asking for it: loaders were given, or the DataModule or the module
+    defines the stage's ``*_dataloader()`` method."""
+    return given is not None or any(callable(getattr(source, LOADER_METHODS[stage], None))
+                                    for source in (trainer.datamodule, trainer.module) if source is not None)
+
+
 def sequential(loader: Any, stage: str) -> Any:
     """``overfit_batches``: the same batches every epoch, so a shuffling ``DataLoader`` is rebuilt without
     shuffling (with a warning, as in Lightning)."""

@@ -27,7 +27,7 @@ import torch
 
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.loop import seed
-from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
+from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
@@ -195,6 +195,9 @@ class Loops:
             h.on_fit_start(trainer=t, module=module)
         self.sanity_check()
         t.state.stage = "train"
+        if self.training.train_loader is None:  # else asked for already (estimated_stepping_batches)
+            self.load_train_data()
+        self.training.load_val_data_before_training()
         t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
@@ -217,52 +220,61 @@ class Loops:
             h.on_fit_end(trainer=t, module=module)
 
     def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
-        """The fit's data, optimizers and, when resuming, the restored state; returns where it resumes."""
+        """The fit's optimizers and, when resuming, the restored state; returns where it resumes. The loaders are
+        asked for later, as in Lightning: the training one when training starts (or when
+        ``estimated_stepping_batches`` needs its length), the validation ones when validation first runs."""
         t = self.t
+        if not has_source(t, "train", loaders["train"]):
+            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
+                                     "train_dataloader() on the module, or pass a datamodule.")
         self.fit_loaders = loaders
-        self.load_fit_data()
-        self._check_val_interval()
+        validates = has_source(t, "validate", loaders["validate"])
+        if validates and not callable(getattr(t.module, "validation_step", None)):
+            warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
+                          "validation loop is skipped. Define validation_step, or pass no validation data.",
+                          UserWarning, stacklevel=5)
+            validates = False
+        self.training.reset_data(validates and (t.config.limit_val_batches != 0 or bool(t.config.fast_dev_batches)))
+        t.num_training_batches, t.num_val_batches = math.inf, []
         self.setup_optimizers()
         return t.checkpointing.restore_training()
 
-    def load_fit_data(self) -> None:
-        """The fit's training and validation loaders and their batch counts; called again every
-        ``reload_dataloaders_every_n_epochs`` epochs (loaders given to ``fit`` are the same objects again,
-        ``*_dataloader()`` methods are called again)."""
-        t, loaders = self.t, self.fit_loaders
-        train = stage_loaders(t, "train", loaders["train"])
+    def load_train_data(self) -> None:
+        """The fit's training loader and its batch count; called again every ``reload_dataloaders_every_n_epochs``
+        epochs (loaders given to ``fit`` are the same objects again, ``train_dataloader()`` is called again)."""
+        t = self.t
+        train = stage_loaders(t, "train", self.fit_loaders["train"])
         if not train:
-            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
-                                     "train_dataloader() on the module, or pass a datamodule.")
+            raise ConfigurationError("trainer.fit() found no training data: train_dataloader() returned None.")
         if len(train) > 1:
             raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
                                      "iterable that yields a batch per step.")
         training = self.training
         training.given_train_loader = train[0]
         training.train_loader = t.checkpointing.train_loader(train[0])
+        training.train_loaded_epoch = self.progress.current_epoch
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
         if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
             raise ConfigurationError(
                 "trainer.fit() got an empty training loader (0 batches): its dataset is empty, or smaller than "
                 "one batch with drop_last=True. Check the data; pass limit_train_batches=0 to skip training on "
                 "purpose.")
-        training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
-        if training.val_loaders and not callable(getattr(t.module, "validation_step", None)):
-            warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
-                          "validation loop is skipped. Define validation_step, or pass no validation data.",
-                          UserWarning, stacklevel=5)
-            training.val_loaders = []
+        self._check_val_interval()
+
+    def load_val_data(self) -> None:
+        """The fit's validation loaders and their batch counts (see ``TrainingLoop.load_val_data_if_due``)."""
+        t, training = self.t, self.training
+        training.val_loaders = stage_loaders(t, "validate", self.fit_loaders["validate"])
         t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
 
     def sanity_check(self) -> None:
-        """on_sanity_check_start -> a few validation batches -> on_sanity_check_end, leaving the random state
-        as it found it: training then draws the same numbers as a run without it (and as the plain loop)."""
+        """on_sanity_check_start -> the validation loaders -> a few validation batches -> on_sanity_check_end,
+        leaving the random state as it found it: training then draws the same numbers as a run without it (and as
+        the plain loop)."""
         t, cfg = self.t, self.t.config
         steps = 0 if cfg.fast_dev_run else cfg.num_sanity_val_steps
-        val_loaders = self.training.val_loaders
-        if not val_loaders or steps == 0 or not any(t.num_val_batches):
+        if not self.training.validates or steps == 0:
             return
-        t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
         h = t.hook
         t.state.sanity_checking = True
         t.state.stage = "sanity_check"
@@ -270,7 +282,10 @@ class Loops:
             with preserved_rng(t.root_device):
                 if h.on_sanity_check_start is not None:
                     h.on_sanity_check_start(trainer=t, module=t.module)
-                self.evaluation.run("validate", val_loaders, t.num_sanity_val_batches)
+                self.training.load_val_data_if_due()
+                if self.training.val_loaders and any(t.num_val_batches):
+                    t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
+                    self.evaluation.run("validate", self.training.val_loaders, t.num_sanity_val_batches)
                 if h.on_sanity_check_end is not None:
                     h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
