@@ -6,13 +6,9 @@ checks that one device was asked for.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ember.core.errors import ConfigurationError
-from ember.hookspecs import hookimpl
-
-if TYPE_CHECKING:
-    import torch
 
 
 def _count(devices: Any) -> int:
@@ -31,8 +27,6 @@ class SingleDeviceStrategy:
     #: What starts the processes of a run: nothing here, the run stays in the calling process (Lightning's
     #: ``strategy.launcher`` is None for one device too).
     launcher = None
-    #: The device the run computes on (Lightning's ``strategy.root_device``), known from the run's device set-up on.
-    root_device: torch.device | None = None
 
     @staticmethod
     def auto_select(config: Any) -> int:
@@ -45,7 +39,3 @@ class SingleDeviceStrategy:
             raise ConfigurationError(
                 f"Trainer(devices={config.devices!r}, num_nodes={config.num_nodes}) asks for {n * config.num_nodes} "
                 "devices, but strategy 'single_device' runs one; use strategy='ddp' (or 'auto') for several.")
-
-    @hookimpl
-    def setup_device(self, device: torch.device) -> None:
-        self.root_device = device

@@ -39,7 +39,15 @@ def tree_unflatten(values: list[Any], spec: pytree.TreeSpec) -> Any:
 
 
 def _is_leaf(obj: Any) -> bool:
-    return not isinstance(obj, (dict, list, tuple))
+    """A loader of the collection: anything but a dict, list or tuple, or one of those holding only numbers and
+    strings (``[0, 1, 2]`` is an iterable of three batches, not three loaders)."""
+    if isinstance(obj, dict):
+        children: Iterable[Any] = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        children = obj
+    else:
+        return True
+    return all(isinstance(child, (int, float, str)) for child in children)
 
 
 def _combined_length(mode: str, loaders: list[Any]) -> int | None:
