@@ -390,7 +390,6 @@ class TrainingLoop:
     def _validate_on_stop(self) -> bool:
         """``should_stop`` is set and the fit may stop: validate now if this epoch validates at all (Lightning's
         rule; an epoch that ends at ``max_steps`` or by ``-1`` from ``on_train_batch_start`` does not)."""
-        t, cfg = self.t, self.t.config
         if not self.can_stop() or not self.validates:
             return False
         return self._validates_epoch()
