@@ -29,6 +29,11 @@ class UnknownArgumentError(ConfigurationError, TypeError):
     unexpected keyword argument, whose message names the closest valid argument."""
 
 
+class StepSignatureError(ConfigurationError, RuntimeError):
+    """A ``*_step`` does not fit the run's dataloaders: it requires ``dataloader_idx`` with one loader, or cannot
+    take it with several."""
+
+
 class PluginError(EmberError):
     """A plugin that cannot be found, loaded, registered or selected."""
 

@@ -12,6 +12,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.core.loop import seed
+from ember.core.loop.combined import Together, flatten, is_leaf
 
 if TYPE_CHECKING:
     from ember.core.hooks.config import TrainerConfig
@@ -26,7 +27,9 @@ _LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "
 
 def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     """The loaders of ``stage``: those given, else the DataModule's or the module's, each passed through the
-    ``process_dataloader`` hook (a distributed strategy adds its sampler there)."""
+    ``process_dataloader`` hook (a distributed strategy adds its sampler there). A fit's training data given as a
+    collection of loaders (a list, tuple or dict, nested) is one iterable whose batch is the collection of their
+    batches, the shorter loaders starting again until the longest ends (as in Lightning)."""
     if given is None:
         for source in (trainer.datamodule, trainer.module):
             method = getattr(source, LOADER_METHODS[stage], None) if source is not None else None
@@ -36,15 +39,24 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     if given is None:
         return []
     split = getattr(given, "stage_loaders", None)  # a loader collection that says how it runs (CombinedLoader)
-    items = list(split()) if callable(split) else \
-        list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) else [given]
-    out = []
-    for loader in items:
-        if trainer.config.overfit_batches and stage in ("train", "validate"):
-            loader = sequential(loader, stage)
-        processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
-        out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
-    return out
+    if callable(split):
+        items = list(split())
+    elif stage == "train" and isinstance(given, (list, tuple, dict)) and not is_leaf(given) \
+            and all(_is_loader(leaf) for leaf in flatten(given)[0]):
+        leaves, spec = flatten(given)
+        return [Together("max_size_cycle", [_prepared(trainer, stage, leaf) for leaf in leaves], spec)]
+    elif isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given):
+        items = list(given)
+    else:
+        items = [given]
+    return [_prepared(trainer, stage, loader) for loader in items]
+
+
+def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
+    if trainer.config.overfit_batches and stage in ("train", "validate"):
+        loader = sequential(loader, stage)
+    processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
+    return seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer)
 
 
 def has_source(trainer: TrainerLike, stage: str, given: Any) -> bool:
@@ -119,7 +131,7 @@ def length(loader: Any) -> float:
     """``len(loader)``, or infinity for a loader without a length."""
     try:
         return len(loader)
-    except TypeError:
+    except (TypeError, NotImplementedError):  # no length (some iterables raise the latter)
         return math.inf
 
 

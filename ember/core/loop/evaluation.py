@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core.hooks.defaults import check_dataloader_idx
 from ember.core.loop.data import length
 from ember.core.loop.results import Results
 from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP
@@ -45,6 +46,7 @@ class EvaluationLoop:
         loop, t = self.loop, self.loop.t
         h, module = t.hook, t.module
         events = {k: getattr(h, hook, None) for k, hook in _EVENT_HOOKS[stage].items()}
+        check_dataloader_idx(module, stage, len(loaders))
         results = None if stage == "predict" else Results(stage)
         if stage == "validate":
             loop.val_results = results  # type: ignore[assignment]  # not None for validate

@@ -27,6 +27,7 @@ import torch
 
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.loop import seed
+from ember.core.loop.combined import Together
 from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.metrics import MetricLog
@@ -246,11 +247,16 @@ class Loops:
         train = stage_loaders(t, "train", self.fit_loaders["train"])
         if not train:
             raise ConfigurationError("trainer.fit() found no training data: train_dataloader() returned None.")
-        if len(train) > 1:
-            raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
-                                     "iterable that yields a batch per step.")
+        if len(train) > 1:  # loaders to run one after another: CombinedLoader(mode="sequential")
+            t.num_training_batches = sum(num_batches(t.config, "train", dl) for dl in train)
+            raise ConfigurationError(
+                "trainer.fit() got training loaders to run one after another (CombinedLoader(mode='sequential')), "
+                "but a training step takes one batch: ember's training loop, like Lightning's `FitLoop` does not "
+                "support the 'sequential' mode. Pass the loaders as a list or dict (their batches together each "
+                "step), or a CombinedLoader in mode 'max_size_cycle', 'max_size' or 'min_size'.")
         training = self.training
-        training.given_train_loader = train[0]
+        # what trainer.train_dataloader gives: the collection of loaders where several are iterated together
+        training.given_train_loader = train[0].iterables if isinstance(train[0], Together) else train[0]
         training.train_loader = t.checkpointing.train_loader(train[0])
         training.train_loaded_epoch = self.progress.current_epoch
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
