@@ -219,3 +219,29 @@ def test_a_loader_whose_len_raises_not_implemented_has_no_length() -> None:
     assert trainer.global_step == 3
     with pytest.raises(ValueError, match="`1.0` or an int"):
         ember.Trainer(**QUIET, max_epochs=1, limit_train_batches=0.5).fit(Recorded([]), NoLength(loader(3)))
+
+
+def test_each_submodule_keeps_its_mode_through_training_and_evaluation() -> None:
+    class Model(Recorded):
+        def __init__(self) -> None:
+            super().__init__([])
+            self.frozen = torch.nn.Linear(2, 2).eval()
+            self.modes: list[tuple[str, bool, bool]] = []
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            self.modes.append(("train", self.layer.training, self.frozen.training))
+            return super().training_step(batch, batch_idx)
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.modes.append(("val", self.layer.training, self.frozen.training))
+
+        def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            assert not self.layer.training
+            return self.layer(batch[0])
+
+    model = Model()
+    trainer = ember.Trainer(**QUIET, max_epochs=1, limit_train_batches=1, limit_val_batches=1)
+    trainer.fit(model)
+    assert model.modes == [("val", False, False), ("train", True, False), ("val", False, False)]
+    trainer.predict(model, loader(1))  # the modes are put back after predict too (Lightning 2.6)
+    assert model.training and model.layer.training and not model.frozen.training

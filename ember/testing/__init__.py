@@ -86,7 +86,7 @@ class TinyClassifier(Module):
         x, y = batch
         self.log("test_acc", (self(x).argmax(1) == y).float().mean())
 
-    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
         return self(batch[0]).argmax(1)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

@@ -199,7 +199,6 @@ class Loops:
         if self.training.train_loader is None:  # else asked for already (estimated_stepping_batches)
             self.load_train_data()
         self.training.load_val_data_before_training()
-        t.model.train()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
         self.training.start_fit()
