@@ -245,3 +245,47 @@ def test_each_submodule_keeps_its_mode_through_training_and_evaluation() -> None
     assert model.modes == [("val", False, False), ("train", True, False), ("val", False, False)]
     trainer.predict(model, loader(1))  # the modes are put back after predict too (Lightning 2.6)
     assert model.training and model.layer.training and not model.frozen.training
+
+
+def test_loaders_evaluated_together_are_counted_each() -> None:
+    class Model(Recorded):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            pass
+
+    trainer = ember.Trainer(**QUIET)
+    trainer.validate(Model([]), CombinedLoader({"a": loader(3), "b": loader(2)}, "min_size"), verbose=False)
+    assert trainer.num_val_batches == [3, 2]
+
+
+class EpochSampler(torch.utils.data.Sampler):
+    """A sequential sampler that records the epochs it is given."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.epochs = n, []
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epochs.append(epoch)
+
+    def __iter__(self) -> Any:
+        return iter(range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_every_run_sets_the_epoch_of_its_samplers_once() -> None:
+    def with_sampler(batch_sampler: bool) -> tuple[DataLoader, EpochSampler]:
+        data = loader(2).dataset
+        sampler = EpochSampler(len(data))
+        if batch_sampler:
+            return DataLoader(data, batch_sampler=torch.utils.data.BatchSampler(sampler, 2, False)), sampler
+        return DataLoader(data, sampler=sampler, batch_size=2), sampler
+
+    for batch_sampler in (False, True):
+        (train, train_s), (val, val_s) = with_sampler(batch_sampler), with_sampler(batch_sampler)
+        trainer = ember.Trainer(**QUIET, max_epochs=2, limit_train_batches=1, limit_val_batches=1)
+        trainer.fit(Recorded([]), train, val)
+        assert train_s.epochs == [0, 1]
+        assert val_s.epochs == [0, 0, 1]  # the sanity check, then each epoch's validation
+        trainer.validate(Recorded([]), val, verbose=False)
+        assert val_s.epochs[-1] == 2

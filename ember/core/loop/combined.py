@@ -1,5 +1,5 @@
 """Several loaders iterated together: the training data of a fit given as a collection of loaders (a list, tuple
-or dict, nested), and the combined modes of ``ember.lightning``'s ``CombinedLoader``.
+or dict, nested), and the combined modes of Lightning's ``CombinedLoader``.
 
 The modes: ``"max_size_cycle"`` (a fit's collection): a batch of every loader together until the longest ends,
 the shorter ones starting again; ``"min_size"``: together until the shortest ends; ``"max_size"``: until the

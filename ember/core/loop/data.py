@@ -127,6 +127,34 @@ def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
     return batches
 
 
+def reported_counts(config: TrainerConfig, stage: str, loaders: list[Any], nums: list[float]) -> list[float]:
+    """``trainer.num_*_batches``: the batches of each loader, where ``nums`` are those the run takes of each of
+    ``loaders``; loaders iterated together (a combined ``CombinedLoader``) are counted each, as in Lightning."""
+    out: list[float] = []
+    for loader, n in zip(loaders, nums, strict=True):
+        if isinstance(loader, Together):
+            out += [num_batches(config, stage, leaf) for leaf in loader.loaders]
+        else:
+            out.append(n)
+    return out
+
+
+def set_sampler_epoch(loader: Any, epoch: int) -> None:
+    """``set_epoch(epoch)`` on the sampler of ``loader`` and on the sampler of its batch sampler (once where they
+    are the same), on each of loaders iterated together: at the start of each training epoch and of each
+    evaluation run (a ``DistributedSampler`` shuffles by it; some users shuffle validation by the epoch)."""
+    if isinstance(loader, Together):
+        for leaf in loader.loaders:
+            set_sampler_epoch(leaf, epoch)
+        return
+    sampler = getattr(loader, "sampler", None)
+    inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
+    for s in (sampler, inner if inner is not sampler else None):
+        set_epoch = getattr(s, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
 def length(loader: Any) -> float:
     """``len(loader)``, or infinity for a loader without a length."""
     try:

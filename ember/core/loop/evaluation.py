@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core.hooks.defaults import check_dataloader_idx
-from ember.core.loop.data import length
+from ember.core.loop.data import length, set_sampler_epoch
 from ember.core.loop.results import Results
 from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP
 
@@ -66,6 +66,7 @@ class EvaluationLoop:
             if events["epoch_start"] is not None:
                 events["epoch_start"](trainer=t, module=module)
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
+                set_sampler_epoch(loader, t.current_epoch)
                 if n:
                     self._batches(stage, events, dl_idx, loader, n, predictions)
             loop.log_context.batch = None

@@ -28,7 +28,7 @@ import torch
 from ember.core.errors import CheckpointError, ConfigurationError
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
-from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, stage_loaders
+from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
@@ -270,7 +270,8 @@ class Loops:
         """The fit's validation loaders and their batch counts (see ``TrainingLoop.load_val_data_if_due``)."""
         t, training = self.t, self.training
         training.val_loaders = stage_loaders(t, "validate", self.fit_loaders["validate"])
-        t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
+        training.val_nums = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
+        t.num_val_batches = reported_counts(t.config, "validate", training.val_loaders, training.val_nums)
 
     def sanity_check(self) -> None:
         """on_sanity_check_start -> the validation loaders -> a few validation batches -> on_sanity_check_end,
@@ -288,8 +289,8 @@ class Loops:
                 if h.on_sanity_check_start is not None:
                     h.on_sanity_check_start(trainer=t, module=t.module)
                 self.training.load_val_data_if_due()
-                if self.training.val_loaders and any(t.num_val_batches):
-                    t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
+                if self.training.val_loaders and any(self.training.val_nums):
+                    t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in self.training.val_nums]
                     self.evaluation.run("validate", self.training.val_loaders, t.num_sanity_val_batches)
                 if h.on_sanity_check_end is not None:
                     h.on_sanity_check_end(trainer=t, module=t.module)
@@ -369,9 +370,9 @@ class Loops:
         t = self.t
         loaders, nums = self._eval_data(stage, given)
         if stage == "validate":
-            t.num_val_batches = nums
+            t.num_val_batches = reported_counts(t.config, stage, loaders, nums)
         else:
-            t.num_test_batches = nums
+            t.num_test_batches = reported_counts(t.config, stage, loaders, nums)
         values = self.evaluation.run(stage, loaders, nums)
         results = self.val_results if stage == "validate" else self.test_results  # the run's, made by run()
         metrics = by_dataloader(results, values, len(loaders))
@@ -386,7 +387,7 @@ class Loops:
     def predict(self, given: Any, return_predictions: bool) -> Any:
         """``trainer.predict``: the outputs of ``predict_step`` (a list per loader when several)."""
         loaders, nums = self._eval_data("predict", given)
-        self.t.num_predict_batches = nums
+        self.t.num_predict_batches = reported_counts(self.t.config, "predict", loaders, nums)
         predictions: list[list[Any]] = [[] for _ in loaders]
         self.evaluation.run("predict", loaders, nums, predictions if return_predictions else None)
         if not return_predictions:

@@ -27,7 +27,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides
-from ember.core.loop.data import length, with_last
+from ember.core.loop.data import length, set_sampler_epoch, with_last
 from ember.core.loop.optim import ManualOptimizer
 from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
 
@@ -46,6 +46,9 @@ class TrainingLoop:
         #: The loader as the data source gave it (``train_loader`` is its resumable copy, the one iterated).
         self.given_train_loader: Any = None
         self.val_loaders: list[Any] = []
+        #: The batches validation takes of each of ``val_loaders`` (``trainer.num_val_batches`` counts loaders
+        #: iterated together each).
+        self.val_nums: list[float] = []
         #: Whether the fit validates (validation data, ``validation_step``, ``limit_val_batches`` not 0), known
         #: before its loaders are asked for; whether they have been, and the epochs the loaders were last read at.
         self.validates = False
@@ -63,7 +66,7 @@ class TrainingLoop:
     def reset_data(self, validates: bool) -> None:
         """At the start of a fit: no loader has been asked for yet."""
         self.train_loader = self.given_train_loader = None
-        self.val_loaders, self.validates, self.val_loaded = [], validates, False
+        self.val_loaders, self.val_nums, self.validates, self.val_loaded = [], [], validates, False
         self.val_loaded_epoch = self.train_loaded_epoch = -math.inf
 
     def load_val_data_if_due(self) -> None:
@@ -119,11 +122,7 @@ class TrainingLoop:
                 loop.load_train_data()
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
-        sampler = getattr(loader, "sampler", None)
-        for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-            set_epoch = getattr(s, "set_epoch", None)
-            if callable(set_epoch):
-                set_epoch(self.progress.current_epoch)
+        set_sampler_epoch(loader, self.progress.current_epoch)
         if t.hook.on_train_epoch_start is not None:
             t.hook.on_train_epoch_start(trainer=t, module=t.module)
         n = t.num_training_batches
@@ -409,11 +408,11 @@ class TrainingLoop:
         if h.on_validation_model_zero_grad is not None and not self._window_open():
             h.on_validation_model_zero_grad(trainer=t, module=t.module)
         self.load_val_data_if_due()
-        if not self.val_loaders or not any(t.num_val_batches):
+        if not self.val_loaders or not any(self.val_nums):
             t.state.stage = "train"
             return
         saved = loop.log_context.saved()
-        loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
+        loop.evaluation.run("validate", self.val_loaders, self.val_nums)
         if t.hook.log_metrics is not None:
             loop.metrics.write_epoch(loop.val_results)
         if self.val_seconds is not None:
