@@ -96,11 +96,12 @@ def test_fit_with_sanity_check_and_validation() -> None:
              "on_validation_model_zero_grad", *validation_run(1), "on_train_epoch_end"]
     expected = [
         *run_start(),
-        "process_dataloader", "process_dataloader",  # train, then val
         "configure_optimizers",
         "setup_module",
         "on_fit_start",
-        "on_sanity_check_start", *validation_run(1), "on_sanity_check_end",
+        # the validation loader when validation first runs, the training loader when training starts
+        "on_sanity_check_start", "process_dataloader", *validation_run(1), "on_sanity_check_end",
+        "process_dataloader",
         "on_train_start",
         *epoch,
         *epoch,
@@ -117,7 +118,7 @@ def test_fit_without_validation_data_or_sanity_steps() -> None:
     recorder.attach(trainer)
     trainer.fit(Hooked(recorder), tiny_loaders(n=8, batch_size=4)[0])
     assert recorder.names == [
-        *run_start(), "process_dataloader", "configure_optimizers", "setup_module", "on_fit_start",
+        *run_start(), "configure_optimizers", "setup_module", "on_fit_start", "process_dataloader",
         "on_train_start", "on_train_epoch_start", *train_batch(), "on_train_epoch_end", "on_train_end",
         "on_fit_end", "teardown",
     ]
@@ -128,8 +129,8 @@ def test_accumulation_with_incomplete_last_window() -> None:
     names = record(dict(max_epochs=1, limit_train_batches=5, accumulate_grad_batches=2, num_sanity_val_steps=0,
                         limit_val_batches=0))
     assert names == [
-        *run_start(), "process_dataloader", "process_dataloader", "configure_optimizers", "setup_module",
-        "on_fit_start", "on_train_start", "on_train_epoch_start",
+        *run_start(), "configure_optimizers", "setup_module",  # limit_val_batches=0: no validation loader
+        "on_fit_start", "process_dataloader", "on_train_start", "on_train_epoch_start",
         *train_batch(zero_grad=True, opt_step=False),
         *train_batch(zero_grad=False, opt_step=True),
         *train_batch(zero_grad=True, opt_step=False),
@@ -161,8 +162,8 @@ def test_manual_optimization() -> None:
              "unscale_gradients", "on_before_optimizer_step", "optimizer_step",
              "on_train_batch_end"]
     assert names == [
-        *run_start(), "process_dataloader", "process_dataloader", "configure_optimizers", "setup_module",
-        "on_fit_start", "on_train_start", "on_train_epoch_start", *batch, *batch, "on_train_epoch_end",
+        *run_start(), "configure_optimizers", "setup_module",
+        "on_fit_start", "process_dataloader", "on_train_start", "on_train_epoch_start", *batch, *batch, "on_train_epoch_end",
         "on_train_end", "on_fit_end", "teardown",
     ]
 
@@ -204,7 +205,7 @@ def test_exception_in_training_step_runs_on_exception_then_teardown_and_propagat
     with pytest.raises(RuntimeError, match="boom in training_step"):
         trainer.fit(FailsOnSecondBatch(recorder), tiny_loaders(n=16, batch_size=4)[0])
     assert recorder.names == [
-        *run_start(), "process_dataloader", "configure_optimizers", "setup_module", "on_fit_start",
+        *run_start(), "configure_optimizers", "setup_module", "on_fit_start", "process_dataloader",
         "on_train_start", "on_train_epoch_start", *train_batch(),
         *transfer(), "on_train_batch_start", "step",
         "on_exception", "teardown",

@@ -264,7 +264,7 @@ def test_a_submodule_left_in_eval_mode_is_named_at_the_start_of_training() -> No
     with pytest.warns(PossibleUserWarning, match=r"Found 1 module\(s\) in eval mode at the start of training "
                                                  r"\(frozen\)"):
         ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(model, loader(2))
-    assert model.frozen.training  # as the warning says
+    assert not model.frozen.training and model.training  # as the warning says: it stays in eval mode
     with no_warnings():
         ember.Trainer(**{**QUIET, "max_epochs": 1}).fit(TinyClassifier(), loader(2))
 

@@ -56,14 +56,10 @@ DELIBERATE: dict[tuple[str, int, str], str] = {
 }
 
 
-#: Calls ember makes at other points than Lightning, with the reason; compared by count, not position.
-MOVED_CALLS: dict[str, str] = {
-    "module.train_dataloader": "ember reads the fit's loaders before configure_optimizers, so that "
-    "estimated_stepping_batches and the validation schedule are known from the start; Lightning calls "
-    "train_dataloader after the sanity check (reloads: both at the epoch's start).",
-    "module.val_dataloader": "ember reads it with the training loader (and reloads both at the start of an "
-    "epoch); Lightning calls it when the first validation (or the sanity check) starts.",
-}
+#: Calls ember makes at other points than Lightning, with the reason; compared by count, not position. Empty:
+#: the loaders are asked for where Lightning asks (configure_optimizers first, the validation loaders when
+#: validation first runs, the training loader when training starts).
+MOVED_CALLS: dict[str, str] = {}
 
 
 def _in_place(calls: list[list[Any]]) -> list[list[Any]]:
@@ -193,7 +189,13 @@ def test_overfit_batches_warns_about_shuffling_and_trains_on_the_same_batches() 
 
 def test_reload_dataloaders_every_epoch_calls_the_methods_each_epoch() -> None:
     calls = ember_run("reload_dataloaders_every_epoch")["runs"][0]["calls"]
-    assert _moved(calls) == {"module.train_dataloader": 3, "module.val_dataloader": 3}
+    loaders = Counter(c[0] for c in calls if c[0].endswith("_dataloader"))
+    assert loaders == {"module.train_dataloader": 3, "module.val_dataloader": 3}
+    # asked for where Lightning asks: the validation loaders in the sanity check, the training one after it
+    names = _names(ember_run("reload_dataloaders_every_epoch")["runs"][0])
+    assert names.index("callback.on_sanity_check_start") < names.index("module.val_dataloader") \
+        < names.index("callback.on_sanity_check_end") < names.index("module.train_dataloader") \
+        < names.index("callback.on_train_start")
 
 
 def test_minus_one_ends_the_epoch_without_validation() -> None:

@@ -33,7 +33,7 @@ from types import ModuleType
 ROOMS = {
     "hooks": ("class_hooks", "config", "defaults", "discovery", "dispatch", "options", "plugin_manager",
               "positional", "tracing", "trainer_args"),
-    "loop": ("data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
+    "loop": ("combined", "data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
              "resumable_data", "rng", "run_inputs", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
                       "plugin_state", "restarts", "writer_process"),

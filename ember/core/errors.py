@@ -43,6 +43,11 @@ class NoModelError(ConfigurationError, AttributeError):
     (``trainer.save_checkpoint`` before ``fit``): an ``AttributeError`` too, as Lightning raises."""
 
 
+class StepSignatureError(ConfigurationError, RuntimeError):
+    """A ``*_step`` does not fit the run's dataloaders: it requires ``dataloader_idx`` with one loader, or cannot
+    take it with several."""
+
+
 class PluginError(EmberError):
     """A plugin that cannot be found, loaded, registered or selected."""
 

@@ -76,17 +76,17 @@ class TinyClassifier(Module):
         self.log("train_loss", loss)
         return loss
 
-    def validation_step(self, batch: Any, batch_idx: int) -> None:
+    def validation_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         x, y = batch
         logits = self(x)
         self.log("val_loss", torch.nn.functional.cross_entropy(logits, y))
         self.log("val_acc", (logits.argmax(1) == y).float().mean())
 
-    def test_step(self, batch: Any, batch_idx: int) -> None:
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         x, y = batch
         self.log("test_acc", (self(x).argmax(1) == y).float().mean())
 
-    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
         return self(batch[0]).argmax(1)
 
     def configure_optimizers(self) -> torch.optim.Optimizer:

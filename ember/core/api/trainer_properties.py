@@ -319,6 +319,8 @@ class TrainerProperties:
         max_steps, max_epochs = self.loop.limits()
         if max_epochs == -1:
             return math.inf if max_steps == -1 else max_steps
+        if self.state.fn == "fit" and self.loop.fit_loaders and self.loop.training.train_loader is None:
+            self.loop.load_train_data()  # asked for in configure_optimizers: the loader is read now
         if math.isinf(self.num_training_batches):
             return max_steps
         steps = math.ceil(self.num_training_batches / self.config.accumulate_grad_batches) * max(max_epochs, 1)

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ember.core.errors import StepSignatureError
 from ember.core.hooks.plugin_manager import noop_fallback
 from ember.hookspecs import hookimpl
 
@@ -58,6 +59,39 @@ def _arity(module: Any, name: str) -> int:
     positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     # Lightning passes batch_idx only to a step that has room for it: ``training_step(self, batch)`` gets the batch
     return 1 if len(positional) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds or "batch_idx" in params else 0
+
+
+#: The (class, step, several loaders) whose signature :func:`check_dataloader_idx` found fitting.
+_idx_fits: set[tuple[type, str, bool]] = set()
+
+
+def check_dataloader_idx(module: Any, stage: str, num_loaders: int) -> None:
+    """Before an evaluation or predict run (not per batch): refuse a ``*_step`` that requires ``dataloader_idx``
+    when the run has one loader (there is no index to pass, as in Lightning), or that cannot take it when it has
+    several (its batches could not be told apart)."""
+    name = STEP_METHODS[stage]
+    key = (type(module), name, num_loaders > 1)
+    if key in _idx_fits or not callable(getattr(module, name, None)):
+        return
+    try:
+        params = _step_parameters(module, name)
+    except (TypeError, ValueError):
+        return
+    where = f"`{type(module).__name__}.{name}()`"
+    idx = params.get("dataloader_idx")
+    if num_loaders <= 1 and idx is not None and idx.default is inspect.Parameter.empty \
+            and idx.kind is not inspect.Parameter.KEYWORD_ONLY:
+        raise StepSignatureError(
+            f"trainer.{stage}() runs one dataloader, but you have included `dataloader_idx` in {where} with no "
+            "default: with one loader there is no index to pass. Give it a default (`dataloader_idx=0`) or "
+            "remove it.")
+    if num_loaders > 1 and idx is None and not any(p.kind is inspect.Parameter.VAR_POSITIONAL
+                                                   for p in params.values()):
+        raise StepSignatureError(
+            f"trainer.{stage}() runs {num_loaders} dataloaders, but there is no `dataloader_idx` argument in "
+            f"{where}, so it could not tell their batches apart. Add `dataloader_idx=0` to its signature.")
+    if name not in getattr(module, "__dict__", ()):
+        _idx_fits.add(key)
 
 
 def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:

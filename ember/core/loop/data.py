@@ -13,6 +13,7 @@ import torch
 
 from ember.core.errors import ConfigurationError, PossibleUserWarning, warn_user
 from ember.core.loop import seed
+from ember.core.loop.combined import Together, flatten, is_leaf
 
 if TYPE_CHECKING:
     from ember.core.hooks.config import TrainerConfig
@@ -27,7 +28,9 @@ _LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "
 
 def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     """The loaders of ``stage``: those given, else the DataModule's or the module's, each passed through the
-    ``process_dataloader`` hook (a distributed strategy adds its sampler there)."""
+    ``process_dataloader`` hook (a distributed strategy adds its sampler there). A fit's training data given as a
+    collection of loaders (a list, tuple or dict, nested) is one iterable whose batch is the collection of their
+    batches, the shorter loaders starting again until the longest ends (as in Lightning)."""
     if given is None:
         for source in (trainer.datamodule, trainer.module):
             method = getattr(source, LOADER_METHODS[stage], None) if source is not None else None
@@ -37,17 +40,33 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     if given is None:
         return []
     split = getattr(given, "stage_loaders", None)  # a loader collection that says how it runs (CombinedLoader)
-    items = list(split()) if callable(split) else \
-        list(given) if isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given) else [given]
-    out = []
-    for loader in items:
-        if trainer.is_global_zero:
-            _few_workers(trainer, loader, LOADER_METHODS[stage])
-        if trainer.config.overfit_batches and stage in ("train", "validate"):
-            loader = sequential(loader, stage)
-        processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
-        out.append(seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer))
-    return out
+    if callable(split):
+        items = list(split())
+    elif stage == "train" and isinstance(given, (list, tuple, dict)) and not is_leaf(given) \
+            and all(_is_loader(leaf) for leaf in flatten(given)[0]):
+        leaves, spec = flatten(given)
+        return [Together("max_size_cycle", [_prepared(trainer, stage, leaf) for leaf in leaves], spec)]
+    elif isinstance(given, (list, tuple)) and given and all(_is_loader(g) for g in given):
+        items = list(given)
+    else:
+        items = [given]
+    return [_prepared(trainer, stage, loader) for loader in items]
+
+
+def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
+    if trainer.is_global_zero:
+        _few_workers(trainer, loader, LOADER_METHODS[stage])
+    if trainer.config.overfit_batches and stage in ("train", "validate"):
+        loader = sequential(loader, stage)
+    processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
+    return seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer)
+
+
+def has_source(trainer: TrainerLike, stage: str, given: Any) -> bool:
+    """Whether ``stage`` has data, without asking for it: loaders were given, or the DataModule or the module
+    defines the stage's ``*_dataloader()`` method."""
+    return given is not None or any(callable(getattr(source, LOADER_METHODS[stage], None))
+                                    for source in (trainer.datamodule, trainer.module) if source is not None)
 
 
 def available_cpus() -> int:
@@ -132,11 +151,39 @@ def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
     return batches
 
 
+def reported_counts(config: TrainerConfig, stage: str, loaders: list[Any], nums: list[float]) -> list[float]:
+    """``trainer.num_*_batches``: the batches of each loader, where ``nums`` are those the run takes of each of
+    ``loaders``; loaders iterated together (a combined ``CombinedLoader``) are counted each, as in Lightning."""
+    out: list[float] = []
+    for loader, n in zip(loaders, nums, strict=True):
+        if isinstance(loader, Together):
+            out += [num_batches(config, stage, leaf) for leaf in loader.loaders]
+        else:
+            out.append(n)
+    return out
+
+
+def set_sampler_epoch(loader: Any, epoch: int) -> None:
+    """``set_epoch(epoch)`` on the sampler of ``loader`` and on the sampler of its batch sampler (once where they
+    are the same), on each of loaders iterated together: at the start of each training epoch and of each
+    evaluation run (a ``DistributedSampler`` shuffles by it; some users shuffle validation by the epoch)."""
+    if isinstance(loader, Together):
+        for leaf in loader.loaders:
+            set_sampler_epoch(leaf, epoch)
+        return
+    sampler = getattr(loader, "sampler", None)
+    inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
+    for s in (sampler, inner if inner is not sampler else None):
+        set_epoch = getattr(s, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
+
 def length(loader: Any) -> float:
     """``len(loader)``, or infinity for a loader without a length."""
     try:
         return len(loader)
-    except TypeError:
+    except (TypeError, NotImplementedError):  # no length (some iterables raise the latter)
         return math.inf
 
 

@@ -7,7 +7,7 @@ Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
     per loader, per batch:
         batch to device -> on_<stage>_batch_start -> <stage>_step -> on_<stage>_batch_end
     on_<stage>_epoch_end -> (epoch metrics published) -> on_<stage>_end
-    model back to its mode -> on_validation_model_train / on_test_model_train
+    each submodule back to its mode -> on_validation_model_train / on_test_model_train
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.loop.data import length
+from ember.core.hooks.defaults import check_dataloader_idx
+from ember.core.loop.data import length, set_sampler_epoch
 from ember.core.loop.results import Results
 from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP
 
@@ -45,6 +46,7 @@ class EvaluationLoop:
         loop, t = self.loop, self.loop.t
         h, module = t.hook, t.module
         events = {k: getattr(h, hook, None) for k, hook in _EVENT_HOOKS[stage].items()}
+        check_dataloader_idx(module, stage, len(loaders))
         results = None if stage == "predict" else Results(stage)
         if stage == "validate":
             loop.val_results = results  # type: ignore[assignment]  # not None for validate
@@ -53,7 +55,7 @@ class EvaluationLoop:
         t.state.stage = "sanity_check" if t.state.sanity_checking else stage
         loop.log_context.enter(results, len(loaders), EPOCH_HOOK)
         model = t.model
-        was_training = model.training
+        modes = [(m, m.training) for m in model.modules()]  # each submodule's mode, put back afterwards
         model.eval()
         if events["model_eval"] is not None:
             events["model_eval"](trainer=t, module=module)
@@ -64,6 +66,7 @@ class EvaluationLoop:
             if events["epoch_start"] is not None:
                 events["epoch_start"](trainer=t, module=module)
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
+                set_sampler_epoch(loader, t.current_epoch)
                 if n:
                     self._batches(stage, events, dl_idx, loader, n, predictions)
             loop.log_context.batch = None
@@ -75,10 +78,10 @@ class EvaluationLoop:
                 loop.metrics.drop_step_values(results)
             if events["end"] is not None:
                 events["end"](trainer=t, module=module)
-        if results is None:  # predict leaves the model in eval mode, as Lightning does
+        for submodule, training in modes:  # a frozen submodule stays in eval mode, as in Lightning
+            submodule.training = training
+        if results is None:
             return values
-        if was_training:
-            model.train()
         if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
             h.on_validation_model_train(trainer=t, module=module)
         elif stage == "test" and h.on_test_model_train is not None:

@@ -27,7 +27,8 @@ import torch
 
 from ember.core.errors import CheckpointError, ConfigurationError, PossibleUserWarning, warn_user
 from ember.core.loop import seed
-from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
+from ember.core.loop.combined import Together
+from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
@@ -203,11 +204,13 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        if t.is_global_zero:  # before the sanity check, which leaves the whole module in train mode
+        if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
         self.sanity_check()
         t.state.stage = "train"
-        t.model.train()
+        if self.training.train_loader is None:  # else asked for already (estimated_stepping_batches)
+            self.load_train_data()
+        self.training.load_val_data_before_training()
         if h.on_train_start is not None:
             h.on_train_start(trainer=t, module=module)
         self.training.start_fit()
@@ -229,29 +232,44 @@ class Loops:
             h.on_fit_end(trainer=t, module=module)
 
     def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
-        """The fit's data, optimizers and, when resuming, the restored state; returns where it resumes."""
+        """The fit's optimizers and, when resuming, the restored state; returns where it resumes. The loaders are
+        asked for later, as in Lightning: the training one when training starts (or when
+        ``estimated_stepping_batches`` needs its length), the validation ones when validation first runs."""
         t = self.t
+        if not has_source(t, "train", loaders["train"]):
+            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
+                                     "train_dataloader() on the module, or pass a datamodule.")
         self.fit_loaders = loaders
-        self.load_fit_data()
-        self._check_val_interval()
+        validates = has_source(t, "validate", loaders["validate"])
+        if validates and not callable(getattr(t.module, "validation_step", None)):
+            warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
+                          "validation loop is skipped. Define validation_step, or pass no validation data.",
+                          UserWarning, stacklevel=5)
+            validates = False
+        self.training.reset_data(validates and (t.config.limit_val_batches != 0 or bool(t.config.fast_dev_batches)))
+        t.num_training_batches, t.num_val_batches = math.inf, []
         self.setup_optimizers()
         return t.checkpointing.restore_training()
 
-    def load_fit_data(self) -> None:
-        """The fit's training and validation loaders and their batch counts; called again every
-        ``reload_dataloaders_every_n_epochs`` epochs (loaders given to ``fit`` are the same objects again,
-        ``*_dataloader()`` methods are called again)."""
-        t, loaders = self.t, self.fit_loaders
-        train = stage_loaders(t, "train", loaders["train"])
+    def load_train_data(self) -> None:
+        """The fit's training loader and its batch count; called again every ``reload_dataloaders_every_n_epochs``
+        epochs (loaders given to ``fit`` are the same objects again, ``train_dataloader()`` is called again)."""
+        t = self.t
+        train = stage_loaders(t, "train", self.fit_loaders["train"])
         if not train:
-            raise ConfigurationError("trainer.fit() found no training data: pass train_dataloaders=..., define "
-                                     "train_dataloader() on the module, or pass a datamodule.")
-        if len(train) > 1:
-            raise ConfigurationError("trainer.fit() takes one training loader; combine several into one "
-                                     "iterable that yields a batch per step.")
+            raise ConfigurationError("trainer.fit() found no training data: train_dataloader() returned None.")
+        if len(train) > 1:  # loaders to run one after another: CombinedLoader(mode="sequential")
+            t.num_training_batches = sum(num_batches(t.config, "train", dl) for dl in train)
+            raise ConfigurationError(
+                "trainer.fit() got training loaders to run one after another (CombinedLoader(mode='sequential')), "
+                "but a training step takes one batch: ember's training loop, like Lightning's `FitLoop` does not "
+                "support the 'sequential' mode. Pass the loaders as a list or dict (their batches together each "
+                "step), or a CombinedLoader in mode 'max_size_cycle', 'max_size' or 'min_size'.")
         training = self.training
-        training.given_train_loader = train[0]
+        # what trainer.train_dataloader gives: the collection of loaders where several are iterated together
+        training.given_train_loader = train[0].iterables if isinstance(train[0], Together) else train[0]
         training.train_loader = t.checkpointing.train_loader(train[0])
+        training.train_loaded_epoch = self.progress.current_epoch
         t.num_training_batches = num_batches(t.config, "train", training.train_loader)
         if t.num_training_batches == 0 and t.config.limit_train_batches != 0:
             raise ConfigurationError(
@@ -264,23 +282,23 @@ class Loops:
                       f"Trainer(log_every_n_steps={every}): the training metrics are logged every {every} optimizer "
                       "steps counted over the whole fit, so not within each epoch. Set a lower log_every_n_steps to "
                       "see them for every epoch.", PossibleUserWarning)
-        training.val_loaders = stage_loaders(t, "validate", loaders["validate"])
-        if training.val_loaders and not callable(getattr(t.module, "validation_step", None)):
-            warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
-                          "validation loop is skipped. Define validation_step, or pass no validation data.",
-                          UserWarning, stacklevel=5)
-            training.val_loaders = []
-        t.num_val_batches = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
+        self._check_val_interval()
+
+    def load_val_data(self) -> None:
+        """The fit's validation loaders and their batch counts (see ``TrainingLoop.load_val_data_if_due``)."""
+        t, training = self.t, self.training
+        training.val_loaders = stage_loaders(t, "validate", self.fit_loaders["validate"])
+        training.val_nums = [num_batches(t.config, "validate", dl) for dl in training.val_loaders]
+        t.num_val_batches = reported_counts(t.config, "validate", training.val_loaders, training.val_nums)
 
     def sanity_check(self) -> None:
-        """on_sanity_check_start -> a few validation batches -> on_sanity_check_end, leaving the random state
-        as it found it: training then draws the same numbers as a run without it (and as the plain loop)."""
+        """on_sanity_check_start -> the validation loaders -> a few validation batches -> on_sanity_check_end,
+        leaving the random state as it found it: training then draws the same numbers as a run without it (and as
+        the plain loop)."""
         t, cfg = self.t, self.t.config
         steps = 0 if cfg.fast_dev_run else cfg.num_sanity_val_steps
-        val_loaders = self.training.val_loaders
-        if not val_loaders or steps == 0 or not any(t.num_val_batches):
+        if not self.training.validates or steps == 0:
             return
-        t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in t.num_val_batches]
         h = t.hook
         t.state.sanity_checking = True
         t.state.stage = "sanity_check"
@@ -288,7 +306,10 @@ class Loops:
             with preserved_rng(t.root_device):
                 if h.on_sanity_check_start is not None:
                     h.on_sanity_check_start(trainer=t, module=t.module)
-                self.evaluation.run("validate", val_loaders, t.num_sanity_val_batches)
+                self.training.load_val_data_if_due()
+                if self.training.val_loaders and any(self.training.val_nums):
+                    t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in self.training.val_nums]
+                    self.evaluation.run("validate", self.training.val_loaders, t.num_sanity_val_batches)
                 if h.on_sanity_check_end is not None:
                     h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
@@ -367,9 +388,9 @@ class Loops:
         t = self.t
         loaders, nums = self._eval_data(stage, given)
         if stage == "validate":
-            t.num_val_batches = nums
+            t.num_val_batches = reported_counts(t.config, stage, loaders, nums)
         else:
-            t.num_test_batches = nums
+            t.num_test_batches = reported_counts(t.config, stage, loaders, nums)
         values = self.evaluation.run(stage, loaders, nums)
         results = self.val_results if stage == "validate" else self.test_results  # the run's, made by run()
         metrics = by_dataloader(results, values, len(loaders))
@@ -384,7 +405,7 @@ class Loops:
     def predict(self, given: Any, return_predictions: bool) -> Any:
         """``trainer.predict``: the outputs of ``predict_step`` (a list per loader when several)."""
         loaders, nums = self._eval_data("predict", given)
-        self.t.num_predict_batches = nums
+        self.t.num_predict_batches = reported_counts(self.t.config, "predict", loaders, nums)
         predictions: list[list[Any]] = [[] for _ in loaders]
         self.evaluation.run("predict", loaders, nums, predictions if return_predictions else None)
         if not return_predictions:
@@ -400,12 +421,12 @@ def _same_value(a: Any, b: Any) -> bool:
 
 
 def _warn_eval_modules(module: Any) -> None:
-    """Once per fit: submodules the user left in eval mode are put in train mode with the rest; say so."""
+    """Once per fit: submodules the user left in eval mode stay so during training (a fit does not call
+    ``module.train()``, as Lightning's does not); say so, since it is more often an oversight than a choice."""
     names = [name or type(module).__name__ for name, m in module.named_modules() if not m.training] \
         if isinstance(module, torch.nn.Module) else []
     if names:
         shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-        warn_user(f"Found {len(names)} module(s) in eval mode at the start of training ({shown}). The fit puts the "
-                  "whole module in train mode (module.train()), so dropout and batch-norm statistics are active in "
-                  "them too; to keep a submodule in eval mode, call .eval() on it in on_train_start and "
-                  "on_validation_model_train.", PossibleUserWarning)
+        warn_user(f"Found {len(names)} module(s) in eval mode at the start of training ({shown}). They stay in eval "
+                  "mode while training (dropout off, batch-norm statistics frozen). If that is not intended, call "
+                  "module.train() before trainer.fit(); if it is, ignore this warning.", PossibleUserWarning)

@@ -194,5 +194,5 @@ def _stateful(loader: Any) -> bool:
 def _length(loader: Any) -> int | None:
     try:
         return len(loader)
-    except TypeError:
+    except (TypeError, NotImplementedError):
         return None

@@ -27,7 +27,7 @@ import torch
 
 from ember.core.errors import ConfigurationError, warn_user
 from ember.core.loop import module_overrides
-from ember.core.loop.data import length, with_last
+from ember.core.loop.data import length, set_sampler_epoch, with_last
 from ember.core.loop.optim import ManualOptimizer
 from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
 
@@ -46,6 +46,15 @@ class TrainingLoop:
         #: The loader as the data source gave it (``train_loader`` is its resumable copy, the one iterated).
         self.given_train_loader: Any = None
         self.val_loaders: list[Any] = []
+        #: The batches validation takes of each of ``val_loaders`` (``trainer.num_val_batches`` counts loaders
+        #: iterated together each).
+        self.val_nums: list[float] = []
+        #: Whether the fit validates (validation data, ``validation_step``, ``limit_val_batches`` not 0), known
+        #: before its loaders are asked for; whether they have been, and the epochs the loaders were last read at.
+        self.validates = False
+        self.val_loaded = False
+        self.val_loaded_epoch = -math.inf
+        self.train_loaded_epoch = -math.inf
         #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.loop.module_overrides), per fit.
         self.overrides = module_overrides.NONE
         #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
@@ -53,6 +62,38 @@ class TrainingLoop:
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
         self.val_seconds: float | None = None
         self.last_val_time = 0.0
+
+    def reset_data(self, validates: bool) -> None:
+        """At the start of a fit: no loader has been asked for yet."""
+        self.train_loader = self.given_train_loader = None
+        self.val_loaders, self.val_nums, self.validates, self.val_loaded = [], [], validates, False
+        self.val_loaded_epoch = self.train_loaded_epoch = -math.inf
+
+    def load_val_data_if_due(self) -> None:
+        """Ask for the validation loaders when validation first runs, and again when
+        ``reload_dataloaders_every_n_epochs`` epochs have passed since. A sanity check's reading counts as the
+        first epoch's only where that epoch validates (Lightning's rule)."""
+        t, epoch = self.t, self.progress.current_epoch
+        every = t.config.reload_dataloaders_every_n_epochs
+        if self.val_loaded and not (every and epoch - self.val_loaded_epoch >= every):
+            return
+        if not t.sanity_checking or self._validates_epoch():
+            self.val_loaded_epoch = epoch
+        self.loop.load_val_data()
+        self.val_loaded = True
+
+    def load_val_data_before_training(self) -> None:
+        """Before ``on_train_start``: the validation loaders of a first epoch that validates are read now if no
+        sanity check read them (so that their lengths are known from the start, as in Lightning)."""
+        t = self.t
+        if self.validates and not self.val_loaded and self._validates_epoch():
+            t.state.stage = "validate"
+            self.load_val_data_if_due()
+            t.state.stage = "train"
+
+    def _validates_epoch(self) -> bool:
+        every = self.t.config.check_val_every_n_epoch
+        return every is None or (self.progress.current_epoch + 1) % every == 0
 
     # -- one epoch -----------------------------------------------------------------------------------------
     def start_fit(self) -> None:
@@ -77,15 +118,11 @@ class TrainingLoop:
         if resume is None:
             results.reset()
             every = t.config.reload_dataloaders_every_n_epochs
-            if every and self.progress.current_epoch and self.progress.current_epoch % every == 0:
-                loop.load_fit_data()
+            if every and self.progress.current_epoch - self.train_loaded_epoch >= every:
+                loop.load_train_data()
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
-        sampler = getattr(loader, "sampler", None)
-        for s in (sampler, getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
-            set_epoch = getattr(s, "set_epoch", None)
-            if callable(set_epoch):
-                set_epoch(self.progress.current_epoch)
+        set_sampler_epoch(loader, self.progress.current_epoch)
         if t.hook.on_train_epoch_start is not None:
             t.hook.on_train_epoch_start(trainer=t, module=t.module)
         n = t.num_training_batches
@@ -330,7 +367,7 @@ class TrainingLoop:
         count to a multiple of ``across`` (0: never so). Fixed for an epoch, so it is worked out once per epoch.
         A time-based ``val_check_interval`` schedules nothing here (see :meth:`validation_seconds`)."""
         t, cfg = self.t, self.t.config
-        if self.val_seconds is not None or not self.val_loaders or not any(t.num_val_batches):
+        if self.val_seconds is not None or not self.validates:
             return 0, False, 0
         every_epoch = cfg.check_val_every_n_epoch
         vci = None if cfg.fast_dev_run else cfg.val_check_interval
@@ -347,7 +384,7 @@ class TrainingLoop:
         """Under a time-based ``val_check_interval``, in an epoch ``check_val_every_n_epoch`` lets validate: the
         seconds after which a batch end validates (since the fit's start or the last validation); else None."""
         every_epoch = self.t.config.check_val_every_n_epoch
-        if self.val_seconds is None or not self.val_loaders or not any(self.t.num_val_batches):
+        if self.val_seconds is None or not self.validates:
             return None
         if every_epoch is not None and (self.progress.current_epoch + 1) % every_epoch != 0:
             return None
@@ -356,11 +393,9 @@ class TrainingLoop:
     def _validate_on_stop(self) -> bool:
         """``should_stop`` is set and the fit may stop: validate now if this epoch validates at all (Lightning's
         rule; an epoch that ends at ``max_steps`` or by ``-1`` from ``on_train_batch_start`` does not)."""
-        t, cfg = self.t, self.t.config
-        if not self.can_stop() or not self.val_loaders or not any(t.num_val_batches):
+        if not self.can_stop() or not self.validates:
             return False
-        every = cfg.check_val_every_n_epoch
-        return every is None or (self.progress.current_epoch + 1) % every == 0
+        return self._validates_epoch()
 
     def _window_open(self) -> bool:
         """An accumulation window is open after the current batch (its gradients wait for more batches)."""
@@ -376,8 +411,12 @@ class TrainingLoop:
         t.state.stage = "validate"
         if h.on_validation_model_zero_grad is not None and not self._window_open():
             h.on_validation_model_zero_grad(trainer=t, module=t.module)
+        self.load_val_data_if_due()
+        if not self.val_loaders or not any(self.val_nums):
+            t.state.stage = "train"
+            return
         saved = loop.log_context.saved()
-        loop.evaluation.run("validate", self.val_loaders, t.num_val_batches)
+        loop.evaluation.run("validate", self.val_loaders, self.val_nums)
         if t.hook.log_metrics is not None:
             loop.metrics.write_epoch(loop.val_results)
         if self.val_seconds is not None:

@@ -22,69 +22,14 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
+from ember.core.loop.combined import Together, combined_length, flatten, sized_len
+
 _MODES = ("min_size", "max_size_cycle", "max_size", "sequential")
-
-
-def sized_len(iterable: Any) -> int | None:
-    """``len(iterable)``, or None when it has no length."""
-    try:
-        return len(iterable)
-    except (TypeError, NotImplementedError):
-        return None
 
 
 def tree_unflatten(values: list[Any], spec: pytree.TreeSpec) -> Any:
     """The collection ``spec`` describes, holding ``values`` (``torch.utils._pytree``'s unflatten)."""
     return pytree.tree_unflatten(values, spec)
-
-
-def _is_leaf(obj: Any) -> bool:
-    return not isinstance(obj, (dict, list, tuple))
-
-
-def _combined_length(mode: str, loaders: list[Any]) -> int | None:
-    lengths = [sized_len(it) for it in loaders]
-    sizes = [n for n in lengths if n is not None]
-    if len(sizes) != len(lengths):
-        return None
-    if not sizes:
-        return 0
-    return min(sizes) if mode == "min_size" else sum(sizes) if mode == "sequential" else max(sizes)
-
-
-class _Together:
-    """The batches of several loaders together, as one iterable (a combined mode's view for the Trainer)."""
-
-    def __init__(self, mode: str, loaders: list[Any], spec: pytree.TreeSpec) -> None:
-        self.mode, self.loaders, self.spec = mode, loaders, spec
-
-    def __len__(self) -> int:
-        length = _combined_length(self.mode, self.loaders)
-        if length is None:
-            raise TypeError("a CombinedLoader over loaders without a length has no length")
-        return length
-
-    def __iter__(self) -> Iterator[Any]:
-        loaders = self.loaders
-        iterators: list[Iterator[Any]] = [iter(it) for it in loaders]
-        exhausted = [False] * len(iterators)
-        while iterators:
-            values = []
-            for i in range(len(iterators)):
-                try:
-                    values.append(next(iterators[i]))
-                    continue
-                except StopIteration:
-                    exhausted[i] = True
-                if self.mode == "min_size" or all(exhausted):
-                    return
-                if self.mode == "max_size":  # an exhausted loader gives None until the longest ends
-                    iterators[i] = iter(())
-                    values.append(None)
-                else:  # max_size_cycle: start this one again
-                    iterators[i] = iter(loaders[i])
-                    values.append(next(iterators[i]))
-            yield tree_unflatten(values, self.spec)
 
 
 class CombinedLoader(Iterable):
@@ -95,7 +40,7 @@ class CombinedLoader(Iterable):
             raise ValueError(f"CombinedLoader(mode={mode!r}) is not supported: expected one of {list(_MODES)}.")
         self._iterables = iterables
         self._mode = mode
-        self._flattened, self._spec = pytree.tree_flatten(iterables, is_leaf=_is_leaf)
+        self._flattened, self._spec = flatten(iterables)
 
     @property
     def iterables(self) -> Any:
@@ -127,7 +72,7 @@ class CombinedLoader(Iterable):
         return tree_unflatten([getattr(it, "batch_sampler", None) for it in self._flattened], self._spec)
 
     def __len__(self) -> int:
-        length = _combined_length(self._mode, self._flattened)
+        length = combined_length(self._mode, self._flattened)
         if length is None:
             raise TypeError("a CombinedLoader over loaders without a length has no length")
         return length
@@ -138,13 +83,13 @@ class CombinedLoader(Iterable):
                 for batch_idx, batch in enumerate(loader):
                     yield batch, batch_idx, dataloader_idx
             return
-        for batch_idx, batch in enumerate(_Together(self._mode, self._flattened, self._spec)):
+        for batch_idx, batch in enumerate(Together(self._mode, self._flattened, self._spec)):
             yield batch, batch_idx, 0
 
     def stage_loaders(self) -> list[Any]:
         """What ember's Trainer runs: each loader for ``"sequential"``, else one iterable of the combined
         batches."""
-        return list(self._flattened) if self._mode == "sequential" else [_Together(self._mode, self._flattened, self._spec)]
+        return list(self._flattened) if self._mode == "sequential" else [Together(self._mode, self._flattened, self._spec)]
 
     def reset(self) -> None:
         """Nothing to reset: each iteration starts the loaders afresh."""

@@ -24,7 +24,7 @@ def is_overridden(method_name: str, instance: object | None = None, parent: type
             raise ValueError(f"is_overridden({method_name!r}): {type(instance).__name__} derives from no "
                              "LightningModule, LightningDataModule or Callback; pass parent=.")
     own = getattr(type(instance), method_name, None)
-    if own is None:
+    if own is None or getattr(instance, method_name, None) is None:  # a hook switched off on the instance
         return False
     base = getattr(parent, method_name, None)
     if base is None:
