@@ -139,8 +139,12 @@ class Defaults:
         return torch.nn.utils.clip_grad_norm_(params, clip_val)
 
     @hookimpl(trylast=True)
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
-        optimizer.step()
+    def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
+        closure = trainer.loop.training.step_closure  # set for an optimizer that evaluates the loss itself (LBFGS)
+        if closure is None:
+            optimizer.step()
+        else:
+            optimizer.step(closure)
         return True
 
     @hookimpl(trylast=True)

@@ -3,6 +3,7 @@ optimizer wrapper a module's code steps (:class:`ManualOptimizer`, Lightning's `
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -162,6 +163,23 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
     raise _unknown(where, result)
 
 
+_needs_closure: dict[type, bool] = {}
+
+
+def needs_closure(optimizer: Any) -> bool:
+    """The optimizer's ``step`` takes a closure it must be given (``torch.optim.LBFGS``, which evaluates the loss
+    several times per step); looked up once per class."""
+    cls = type(optimizer)
+    found = _needs_closure.get(cls)
+    if found is None:
+        try:
+            param = inspect.signature(cls.step).parameters.get("closure")
+        except (TypeError, ValueError):
+            param = None
+        found = _needs_closure[cls] = param is not None and param.default is inspect.Parameter.empty
+    return found
+
+
 def _optimizer_attribute(name: str) -> property:
     """An attribute of the wrapped optimizer, read and written through the wrapper."""
     return property(lambda self: getattr(self.optimizer, name),
@@ -193,6 +211,8 @@ class ManualOptimizer:
         training = self.training
         if training is None:
             return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
+        if closure is not None and needs_closure(self.optimizer):  # LBFGS: it evaluates the closure itself
+            return training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure)
         result = closure() if closure is not None else None
         training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
         return result
