@@ -78,3 +78,85 @@ def test_lbfgs_stepped_by_hand_gets_the_closure():
 def test_lbfgs_under_16_mixed_says_they_do_not_combine():
     with pytest.raises(ember.ConfigurationError, match="AMP and the LBFGS optimizer are not compatible"):
         ember.Trainer(max_steps=1, precision="16-mixed", **QUIET).fit(Counting(), tiny_loaders()[0])
+
+
+# -- self.log ----------------------------------------------------------------------------------------------------
+
+
+class Recorder:
+    """A logger that keeps every ``log_metrics`` call."""
+
+    identity = "logger.recorder"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict, int]] = []
+
+    @ember.hookimpl
+    def log_metrics(self, metrics, step):
+        self.calls.append(({k: float(v) for k, v in metrics.items()}, step))
+
+    @ember.hookimpl
+    def log_hyperparams(self, params):
+        pass
+
+
+def test_a_value_logged_in_on_train_start_is_a_value_of_the_first_epoch():
+    class Model(TinyClassifier):
+        def on_train_start(self):
+            self.log("foo", 123)
+
+    logger = Recorder()
+    trainer = ember.Trainer(**{**QUIET, "logger": logger}, max_epochs=2, limit_train_batches=1, log_every_n_steps=1)
+    trainer.fit(Model(), tiny_loaders()[0])
+    # once, at the first epoch's end; not again at the second (it was not logged in that epoch)
+    assert [m for m, _ in logger.calls if "foo" in m] == [{"foo": 123.0, "epoch": 0.0}]
+    assert float(trainer.callback_metrics["foo"]) == 123.0
+
+
+def test_callbacks_log_with_self_log_in_their_hooks():
+    from ember.lightning.pytorch import Callback
+
+    class Logging(Callback):
+        def on_train_start(self, trainer, pl_module):
+            self.log("start", 1)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            self.log_dict({"batch": 3})
+
+        def on_train_epoch_end(self, trainer, pl_module):
+            self.log("epoch_end", 5)
+
+    trainer = ember.Trainer(callbacks=[Logging()], max_epochs=1, limit_train_batches=2, **QUIET)
+    trainer.fit(TinyClassifier(), tiny_loaders()[0])
+    assert {k: float(v) for k, v in trainer.callback_metrics.items() if "loss" not in k} == \
+        {"start": 1.0, "batch": 3.0, "epoch_end": 5.0}
+    with pytest.raises(RuntimeError, match="outside a running trainer"):
+        Logging().log("x", 1)
+
+
+def test_logging_neither_per_step_nor_per_epoch_is_a_configuration_error():
+    class Model(TinyClassifier):
+        def training_step(self, batch, batch_idx):
+            self.log("x", 1.0, on_step=False, on_epoch=False)
+            return super().training_step(batch, batch_idx)
+
+    with pytest.raises(ember.ConfigurationError, match="is not useful"):
+        ember.Trainer(max_steps=1, **QUIET).fit(Model(), tiny_loaders()[0])
+
+
+def test_an_epoch_value_is_written_to_the_loggers_only_in_epochs_that_logged_it():
+    class Model(TinyClassifier):
+        def on_train_epoch_start(self):
+            if self.current_epoch == 0:
+                self.log("first_only", 7.0)
+
+        def training_step(self, batch, batch_idx):
+            self.log("every", 1.0, on_step=False, on_epoch=True)
+            return super().training_step(batch, batch_idx)
+
+    logger = Recorder()
+    trainer = ember.Trainer(**{**QUIET, "logger": logger}, max_epochs=3, limit_train_batches=2, log_every_n_steps=50)
+    trainer.fit(Model(), tiny_loaders()[0])
+    assert [sorted(m) for m, _ in logger.calls] == [["epoch", "every", "first_only"], ["epoch", "every"],
+                                                    ["epoch", "every"]]
+    assert float(trainer.callback_metrics["first_only"]) == 7.0  # callback_metrics keeps it, as in Lightning

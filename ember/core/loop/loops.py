@@ -33,7 +33,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import FitProgress, LogContext, Progress, StateName
+from ember.core.loop.state import EPOCH_HOOK, FitProgress, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -197,6 +197,7 @@ class Loops:
         t.state.stage = "train"
         t.model.train()
         if h.on_train_start is not None:
+            self._log_into_first_epoch(resume)
             h.on_train_start(trainer=t, module=module)
         self.training.start_fit()
         if resume is not None and resume.phase == "batch":
@@ -215,6 +216,14 @@ class Loops:
             h.on_train_end(trainer=t, module=module)
         if h.on_fit_end is not None:
             h.on_fit_end(trainer=t, module=module)
+
+    def _log_into_first_epoch(self, resume: Any) -> None:
+        """What ``on_train_start`` logs is a value of the first epoch (Lightning's rule): it lands in the training
+        results, which that epoch then keeps instead of starting empty."""
+        if resume is None or resume.phase != "batch":  # resuming mid-epoch: the restored results go on
+            self.train_results.reset()
+        self.log_context.enter(self.train_results, 1, EPOCH_HOOK)
+        self.training.keep_results = True
 
     def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
         """The fit's data, optimizers and, when resuming, the restored state; returns where it resumes."""

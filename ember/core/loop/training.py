@@ -52,6 +52,8 @@ class TrainingLoop:
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
         #: During an optimizer step that evaluates the loss itself (LBFGS): the closure to hand to its ``step``.
         self.step_closure: Any = None
+        #: The next epoch keeps the training results as they are (``on_train_start`` logged into them).
+        self.keep_results = False
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
         self.val_seconds: float | None = None
         self.last_val_time = 0.0
@@ -77,7 +79,10 @@ class TrainingLoop:
         t.state.stage = "train"
         results = loop.train_results
         if resume is None:
-            results.reset()
+            if self.keep_results:  # what on_train_start logged belongs to this epoch
+                self.keep_results = False
+            else:
+                results.reset()
             every = t.config.reload_dataloaders_every_n_epochs
             if every and self.progress.current_epoch and self.progress.current_epoch % every == 0:
                 loop.load_fit_data()
