@@ -160,3 +160,51 @@ def test_an_epoch_value_is_written_to_the_loggers_only_in_epochs_that_logged_it(
     assert [sorted(m) for m, _ in logger.calls] == [["epoch", "every", "first_only"], ["epoch", "every"],
                                                     ["epoch", "every"]]
     assert float(trainer.callback_metrics["first_only"]) == 7.0  # callback_metrics keeps it, as in Lightning
+
+
+# -- the default progress bar of a Trainer taken through Lightning's names ----------------------------------------
+
+
+def test_a_trainer_taken_through_lightning_names_has_lightnings_progress_bar():
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar as EmberBar
+
+    args = {"accelerator": "cpu", "logger": False, "enable_checkpointing": False}
+    assert type(ember.Trainer(**args).progress_bar_callback) is EmberBar  # ember's names: ember's bar
+    import ember.lightning.pytorch as pl
+
+    bar = pl.Trainer(**args).progress_bar_callback  # Lightning's names: Lightning's bar, from then on
+    assert type(bar) is TQDMProgressBar and bar.identity == "progress.tqdm"
+    assert type(ember.Trainer(**args).progress_bar_callback) is TQDMProgressBar
+    assert pl.Trainer(**args, enable_progress_bar=False).progress_bar_callback is None
+    mine = TQDMProgressBar(refresh_rate=5)
+    assert pl.Trainer(**args, callbacks=[mine]).progress_bar_callback is mine
+    from ember.lightning.pytorch.trainer.trainer import Trainer
+
+    assert Trainer is ember.Trainer
+
+
+def test_lightnings_bar_counts_the_validation_batches_of_epochs_that_validate():
+    import ember.lightning.pytorch as pl
+    from ember.lightning.pytorch.demos.boring_classes import BoringModel
+
+    class Model(BoringModel):
+        totals: list = []
+
+        def on_train_epoch_end(self):
+            self.totals.append(self.trainer.progress_bar_callback.total_val_batches)
+
+    trainer = pl.Trainer(accelerator="cpu", max_epochs=4, num_sanity_val_steps=0, limit_train_batches=2,
+                         limit_val_batches=2, check_val_every_n_epoch=2, logger=False, enable_checkpointing=False)
+    trainer.fit(Model())
+    assert Model.totals == [0, 2, 0, 2]
+    assert trainer.progress_bar_callback.train_progress_bar.n == 2
+
+
+def test_two_progress_bars_or_a_bar_with_the_bar_switched_off_are_refused():
+    from ember.lightning.pytorch.callbacks import TQDMProgressBar
+
+    with pytest.raises(ember.ConfigurationError, match=r"^You added multiple progress bar callbacks"):
+        ember.Trainer(accelerator="cpu", callbacks=[TQDMProgressBar(), TQDMProgressBar()])
+    with pytest.raises(ember.ConfigurationError, match=r"enable_progress_bar=False` but found `TQDMProgressBar"):
+        ember.Trainer(accelerator="cpu", callbacks=[TQDMProgressBar()], enable_progress_bar=False)

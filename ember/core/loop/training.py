@@ -79,13 +79,12 @@ class TrainingLoop:
         t.state.stage = "train"
         results = loop.train_results
         if resume is None:
-            if self.keep_results:  # what on_train_start logged belongs to this epoch
-                self.keep_results = False
-            else:
+            if not self.keep_results:  # else: what on_train_start logged belongs to this epoch
                 results.reset()
             every = t.config.reload_dataloaders_every_n_epochs
             if every and self.progress.current_epoch and self.progress.current_epoch % every == 0:
                 loop.load_fit_data()
+        self.keep_results = False
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
