@@ -208,3 +208,55 @@ def test_two_progress_bars_or_a_bar_with_the_bar_switched_off_are_refused():
         ember.Trainer(accelerator="cpu", callbacks=[TQDMProgressBar(), TQDMProgressBar()])
     with pytest.raises(ember.ConfigurationError, match=r"enable_progress_bar=False` but found `TQDMProgressBar"):
         ember.Trainer(accelerator="cpu", callbacks=[TQDMProgressBar()], enable_progress_bar=False)
+
+
+class KeywordSGD(torch.optim.SGD):
+    """SGD whose ``step`` takes an extra keyword, and records what it was given."""
+
+    seen: list = []
+
+    def step(self, closure=None, scale=1.0):
+        KeywordSGD.seen.append((closure is not None, scale))
+        return super().step(closure)
+
+
+def test_opt_step_passes_the_closure_and_keywords_on_to_the_optimizer():
+    class Model(TinyClassifier):
+        automatic_optimization = False
+
+        def training_step(self, batch, batch_idx):
+            opt = self.optimizers()
+
+            def closure():
+                loss = super(Model, self).training_step(batch, batch_idx)
+                loss = loss["loss"] if isinstance(loss, dict) else loss
+                opt.zero_grad()
+                self.manual_backward(loss)
+                return loss
+
+            out = opt.step(closure=closure, scale=0.5)
+            assert isinstance(out, torch.Tensor)  # the closure's loss, as the optimizer's step returns it
+            opt.step(closure=closure)
+
+        def configure_optimizers(self):
+            return KeywordSGD(self.parameters(), lr=0.1)
+
+    KeywordSGD.seen = []
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=2, **QUIET)
+    trainer.fit(Model(), tiny_loaders()[0])
+    assert KeywordSGD.seen == [(True, 0.5), (True, 1.0)] * 2 and trainer.global_step == 4
+
+
+def test_automatic_optimization_refuses_optimizer_idx_and_several_optimizers_with_a_runtime_error():
+    class WithIdx(TinyClassifier):
+        def training_step(self, batch, batch_idx, optimizer_idx):
+            return super().training_step(batch, batch_idx)
+
+    class Two(TinyClassifier):
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1), torch.optim.SGD(self.parameters(), lr=0.1)
+
+    with pytest.raises(RuntimeError, match="Remove the `optimizer_idx` argument from `training_step`"):
+        ember.Trainer(max_steps=1, **QUIET).fit(WithIdx(), tiny_loaders()[0])
+    with pytest.raises(ember.ConfigurationError, match="multiple optimizers is only supported with manual optim"):
+        ember.Trainer(max_steps=1, **QUIET).fit(Two(), tiny_loaders()[0])

@@ -178,21 +178,12 @@ class Trainer(TrainerProperties):
             role = replaced_by[:-1] if replaced_by.endswith(".") else None
             passed = [(ident, p) for ident, p in self.extra_plugins
                       if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
-            if value is False and passed:
-                raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0][0]!r} passed in "
-                                         f"callbacks/plugins (`{name}=False` but found `{type(passed[0][1]).__name__}`"
-                                         "); remove one of them.")
-            if role == "progress" and len(passed) > 1:  # one bar draws at a time
-                raise ConfigurationError(f"You added multiple progress bar callbacks to the Trainer "
-                                         f"({', '.join(type(p).__name__ for _, p in passed)}); one draws at a time: "
-                                         "pass one.")
+            options.check_switch(name, value, role, passed)
             if value is None or value is False or passed or identity in self.blocked:
                 continue
-            substitute = options.substitute_for(identity)
-            if substitute is not None:  # (the Lightning layer: Lightning's progress bar)
-                self.extra_plugins.append((identity, substitute()))
-                continue
-            self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
+            substitute = options.substitute_for(identity)  # (the Lightning layer: Lightning's progress bar)
+            self.extra_plugins.append((identity, substitute()) if substitute is not None
+                                      else self._named(identity, identity.split(".", 1)[0]))
 
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):

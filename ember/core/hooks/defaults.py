@@ -140,11 +140,12 @@ class Defaults:
 
     @hookimpl(trylast=True)
     def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
-        closure = trainer.loop.training.step_closure  # set for an optimizer that evaluates the loss itself (LBFGS)
-        if closure is None:
+        training = trainer.loop.training  # a closure and kwargs given to opt.step(closure, **kwargs), passed on
+        closure, kwargs = training.step_closure, training.step_kwargs
+        if closure is None and not kwargs:
             optimizer.step()
         else:
-            optimizer.step(closure)
+            optimizer.step(closure=closure, **kwargs)
         return True
 
     @hookimpl(trylast=True)

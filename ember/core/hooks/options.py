@@ -115,6 +115,17 @@ def substitute(identity: str, factory: Callable[[], Any] | None) -> Callable[[],
     return before
 
 
+def check_switch(name: str, value: Any, role: str | None, passed: list[tuple[str, Any]]) -> None:
+    """Refuse a switch turned off while a plugin that takes its place is passed (``enable_progress_bar=False``
+    with a progress bar in ``callbacks``), and two progress bars (one draws at a time)."""
+    if value is False and passed:
+        raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0][0]!r} passed in callbacks/plugins "
+                                 f"(`{name}=False` but found `{type(passed[0][1]).__name__}`); remove one of them.")
+    if role == "progress" and len(passed) > 1:
+        raise ConfigurationError(f"You added multiple progress bar callbacks to the Trainer "
+                                 f"({', '.join(type(p).__name__ for _, p in passed)}); one draws at a time: pass one.")
+
+
 def substitute_for(identity: str) -> Callable[[], Any] | None:
     """The factory :func:`substitute` set for ``identity``, or None."""
     return _substitutes.get(identity)

@@ -17,6 +17,7 @@ implements is None and is skipped for the price of an attribute test.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core.errors import CheckpointError, ConfigurationError
+from ember.core.errors import AutomaticOptimizationError, CheckpointError, ConfigurationError
 from ember.core.loop import seed
 from ember.core.loop.data import LOADER_METHODS, num_batches, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
@@ -317,10 +318,15 @@ class Loops:
                 f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "
                 "optimization only; under manual optimization step the optimizer every N batches yourself.")
         if automatic and len(optimizers) > 1:
-            raise ConfigurationError(
-                f"configure_optimizers() returned {len(optimizers)} optimizers; automatic optimization steps one. "
-                "Set `self.automatic_optimization = False` in __init__ and step them in training_step "
-                "(see the manual optimization guide).")
+            raise AutomaticOptimizationError(
+                f"configure_optimizers() returned {len(optimizers)} optimizers; training with multiple optimizers is "
+                "only supported with manual optimization. Set `self.automatic_optimization = False` in __init__ and "
+                "step them in training_step (see the manual optimization guide).")
+        if automatic and "optimizer_idx" in _parameters(getattr(module, "training_step", None)):
+            raise AutomaticOptimizationError(
+                f"{type(module).__name__}.training_step takes `optimizer_idx`, which the loop never passes (Lightning "
+                "1.x passed it to step several optimizers). Remove the `optimizer_idx` argument from `training_step`"
+                ", and step several optimizers under manual optimization (`self.automatic_optimization = False`).")
         if not optimizers:
             warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
                           "training_step without optimizer steps.", stacklevel=4)
@@ -388,3 +394,11 @@ def _same_value(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:  # a tensor of several values, ...: compared by identity
         return a is b
+
+
+def _parameters(function: Any) -> Any:
+    """The parameter names of ``function`` (none when it has no signature)."""
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}

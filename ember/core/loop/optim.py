@@ -172,10 +172,13 @@ def needs_closure(optimizer: Any) -> bool:
     cls = type(optimizer)
     found = _needs_closure.get(cls)
     if found is None:
-        try:
-            param = inspect.signature(cls.step).parameters.get("closure")
-        except (TypeError, ValueError):
-            param = None
+        step = getattr(cls, "step", None)
+        param = None
+        if inspect.isfunction(step):  # (not a mock or other callable object put in its place)
+            try:
+                param = inspect.signature(step).parameters.get("closure")
+            except (TypeError, ValueError):
+                param = None
         found = _needs_closure[cls] = param is not None and param.default is inspect.Parameter.empty
     return found
 
@@ -212,9 +215,14 @@ class ManualOptimizer:
         if training is None:
             return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
         if closure is not None and needs_closure(self.optimizer):  # LBFGS: it evaluates the closure itself
-            return training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure)
-        result = closure() if closure is not None else None
-        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
+            return training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure,
+                                           step_kwargs=kwargs)
+        if closure is None:
+            training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, step_kwargs=kwargs)
+            return None
+        result = closure()  # training_step and backward first; the optimizer's own step gets the result
+        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, evaluated=lambda: result,
+                                step_kwargs=kwargs)
         return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:

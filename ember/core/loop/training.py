@@ -52,6 +52,8 @@ class TrainingLoop:
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
         #: During an optimizer step that evaluates the loss itself (LBFGS): the closure to hand to its ``step``.
         self.step_closure: Any = None
+        #: During a step by ``opt.step(closure, **kwargs)``: the kwargs, for the optimizer's own ``step``.
+        self.step_kwargs: dict[str, Any] = {}
         #: The next epoch keeps the training results as they are (``on_train_start`` logged into them).
         self.keep_results = False
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
@@ -261,17 +263,27 @@ class TrainingLoop:
         return ManualOptimizer(optimizer, self, clip=True, count=False)
 
     def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True,
-                       closure: Any = None) -> Any:
+                       closure: Any = None, evaluated: Any = None, step_kwargs: dict[str, Any] | None = None) -> Any:
         """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization: the module's
         ``configure_gradient_clipping`` when it has one) -> step; counts a step unless ``count`` is False.
 
         ``closure``: for an optimizer that evaluates the loss itself (LBFGS), the closure that runs the training
         step and backward; it is handed to ``optimizer.step`` (as :attr:`step_closure`, which the fallback
         ``optimizer_step`` reads), and each evaluation is followed by the unscale, event and clipping above.
+        ``evaluated``: a closure already run, which returns its result again (handed to ``optimizer.step`` the same
+        way, so that the optimizer sees a closure as in Lightning). ``step_kwargs``: what ``opt.step(closure,
+        **kwargs)`` got besides the closure, passed on to the optimizer's ``step`` (as :attr:`step_kwargs`).
         Returns the closure's first result."""
         if closure is None:
             self._before_step(optimizer, clip)
-            self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+            if evaluated is None and not step_kwargs:
+                self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+            else:
+                self.step_closure, self.step_kwargs = evaluated, step_kwargs or {}
+                try:
+                    self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+                finally:
+                    self.step_closure, self.step_kwargs = None, {}
         else:
             results: list[Any] = []
 
@@ -281,11 +293,11 @@ class TrainingLoop:
                 self._before_step(optimizer, clip)
                 return result
 
-            self.step_closure = evaluate
+            self.step_closure, self.step_kwargs = evaluate, step_kwargs or {}
             try:
                 self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
             finally:
-                self.step_closure = None
+                self.step_closure, self.step_kwargs = None, {}
             if not results:
                 raise ConfigurationError(
                     f"{type(optimizer).__name__}.step needs a closure, but the active plugin's optimizer_step did "

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from ember.core.errors import ConfigurationError
+from ember.core.loop.optim import needs_closure
 from ember.hookspecs import hookimpl
 from ember.plugins.precision import autocast_device_type
 
@@ -76,7 +77,8 @@ class FP16Mixed:
 
     @hookimpl
     def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
-        if trainer.loop.training.step_closure is not None:
+        closure = trainer.loop.training.step_closure
+        if closure is not None and needs_closure(optimizer):
             raise ConfigurationError(
                 f"precision='16-mixed' cannot step {type(optimizer).__name__}, which evaluates the loss itself "
                 "(the gradient scaler steps an optimizer once per backward): AMP and the LBFGS optimizer are not "
