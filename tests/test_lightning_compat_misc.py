@@ -260,3 +260,22 @@ def test_automatic_optimization_refuses_optimizer_idx_and_several_optimizers_wit
         ember.Trainer(max_steps=1, **QUIET).fit(WithIdx(), tiny_loaders()[0])
     with pytest.raises(ember.ConfigurationError, match="multiple optimizers is only supported with manual optim"):
         ember.Trainer(max_steps=1, **QUIET).fit(Two(), tiny_loaders()[0])
+
+
+# -- the step's arguments ------------------------------------------------------------------------------------------
+
+
+def test_a_step_taking_args_gets_the_dataloader_index_in_third_place_under_several_loaders():
+    seen = []
+
+    class Model(TinyClassifier):
+        def validation_step(self, *args):
+            seen.append(len(args) if len(args) < 3 else ("idx", args[2]))
+
+    val = tiny_loaders(n=8)[1]
+    trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, limit_val_batches=1, **QUIET)
+    trainer.fit(Model(), tiny_loaders()[0], [val, val])
+    assert seen == [("idx", 0), ("idx", 1)]
+    seen.clear()
+    trainer.validate(Model(), val, verbose=False)  # one loader: (batch, batch_idx), as in Lightning
+    assert seen == [2]
