@@ -123,6 +123,18 @@ def _no_leaks_into_the_next_test(request: pytest.FixtureRequest) -> Iterator[Non
 
 
 @pytest.fixture(autouse=True)
+def _ember_defaults() -> Iterator[None]:
+    """Every test starts with ember's own default plugins: taking ``Trainer`` through Lightning's names (a test
+    module's ``from ember.lightning.pytorch import Trainer``) makes Lightning's progress bar the process's default
+    (ember.lightning._names.lightning_trainer), which a test that wants it asks for in its own body."""
+    from ember.core.hooks import options
+
+    options.substitute("progress.tqdm", None)
+    yield
+    options.substitute("progress.tqdm", None)
+
+
+@pytest.fixture(autouse=True)
 def _run_in_a_temporary_directory(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test runs in its own empty working directory, so runs that write to the default root
     (logs, checkpoints) never touch the checkout and never see another test's files."""

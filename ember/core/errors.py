@@ -81,6 +81,11 @@ def suggest(name: str, choices: Iterable[str], cutoff: float = 0.6) -> str:
     return f" Did you mean {match!r}?" if match is not None else ""
 
 
+class AutomaticOptimizationError(ConfigurationError, RuntimeError):
+    """A module that automatic optimization cannot train as written (several optimizers, a ``training_step`` that
+    takes ``optimizer_idx``): a ``RuntimeError`` too, as Lightning raises one."""
+
+
 class HangError(EmberError, RuntimeError):
     """A process of a multi-process job made no progress for ``Trainer(hang_timeout=...)`` seconds; the message
     names it, its last global step and the hook it was in. Raised on every process of the job."""

@@ -9,13 +9,15 @@ says what differs. Nothing here is imported by ``import ember``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.core.api.callback import Callback
 from ember.core.api.datamodule import DataModule as LightningDataModule
 from ember.core.api.module import Module as LightningModule
-from ember.core.api.trainer import Trainer
 from ember.core.loop.seed import seed_everything
+
+if TYPE_CHECKING:
+    from ember.core.api.trainer import Trainer  # given by __getattr__: see ember.lightning._names.lightning_trainer
 
 #: The Lightning release whose names and behaviour this mirrors (code that compares ``pl.__version__`` sees it).
 __version__ = "2.6.6"
@@ -25,6 +27,10 @@ __all__ = ["Callback", "LightningDataModule", "LightningModule", "Trainer", "cal
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Trainer":
+        from ember.lightning._names import lightning_trainer
+
+        return lightning_trainer()
     # ``L.pytorch``, ``L.callbacks``, ``L.loggers`` as attributes, imported on first use (loggers are heavy)
     if name in ("callbacks", "loggers", "pytorch"):
         import importlib

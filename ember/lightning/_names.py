@@ -40,3 +40,21 @@ def unsupported(name: str, message: str, module: str = __name__) -> type:
         raise UnsupportedError(message)
 
     return type(name, (), {"__init__": __init__, "__module__": module, "__doc__": message})
+
+
+def _lightning_progress_bar() -> Any:
+    module = importlib.import_module("ember.lightning.pytorch.callbacks.progress.tqdm_progress")
+    return module.TQDMProgressBar()
+
+
+def lightning_trainer() -> type:
+    """ember's Trainer, as a script gets it through Lightning's names (``pl.Trainer``, ``from lightning.pytorch
+    import Trainer``): from then on in this process, the default progress bar (``enable_progress_bar=True``) is
+    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), as the Lightning
+    code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    from ember.core.api.trainer import Trainer
+    from ember.core.hooks import options
+
+    if options.substitute_for("progress.tqdm") is None:
+        options.substitute("progress.tqdm", _lightning_progress_bar)
+    return Trainer

@@ -8,8 +8,10 @@ object with ``@ember.hookimpl`` methods needs no base class and receives its arg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from ember.core.api import logging_api
 from ember.core.hooks.plugin_manager import EVENT_HOOKS
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
@@ -37,6 +39,31 @@ class Callback:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore what :meth:`state_dict` returned (override)."""
+
+    def log(self, name: str, value: Any, **kwargs: Any) -> None:
+        """``pl_module.log`` from the callback's own hooks: the running trainer's module records the value, with
+        ``self.log``'s arguments and defaults (per step in batch hooks, per epoch in the others)."""
+        _module_of_run(f"self.log({name!r})").log(name, value, **kwargs)
+
+    def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
+        """``pl_module.log_dict`` from the callback's own hooks (see :meth:`log`)."""
+        _module_of_run(f"self.log_dict({list(dictionary)!r})").log_dict(dictionary, **kwargs)
+
+
+class _PlainLog:
+    """``self.log`` of a module without one (any ``nn.Module``): ``ember.log``."""
+
+    log = staticmethod(logging_api.log)
+    log_dict = staticmethod(logging_api.log_dict)
+
+
+def _module_of_run(call: str) -> Any:
+    trainer = logging_api.running_trainer()
+    if trainer is None:
+        raise RuntimeError(f"{call} was called from a callback outside a running trainer: call it from one of the "
+                           "callback's hooks while trainer.fit, validate or test runs.")
+    module = trainer.module
+    return module if callable(getattr(module, "log", None)) else _PlainLog
 
 
 base_hook(Callback.state_key.fget)  # type: ignore[attr-defined]  # (a default: the identity is used instead)

@@ -176,14 +176,14 @@ class Trainer(TrainerProperties):
         for name, identity, replaced_by in options.declarations().switches:
             value = getattr(self.config, name)
             role = replaced_by[:-1] if replaced_by.endswith(".") else None
-            passed = [ident for ident, p in self.extra_plugins
+            passed = [(ident, p) for ident, p in self.extra_plugins
                       if ident.startswith(replaced_by) or (role and getattr(p, "role", None) == role)]
-            if value is False and passed:
-                raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0]!r} passed in "
-                                         f"callbacks/plugins; remove one of them.")
+            options.check_switch(name, value, role, passed)
             if value is None or value is False or passed or identity in self.blocked:
                 continue
-            self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0]))
+            substitute = options.substitute_for(identity)  # (the Lightning layer: Lightning's progress bar)
+            self.extra_plugins.append((identity, substitute()) if substitute is not None
+                                      else self._named(identity, identity.split(".", 1)[0]))
 
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):

@@ -57,8 +57,10 @@ def _arity(module: Any, name: str) -> int:
         return 2
     kinds = [p.kind for p in params.values()]
     positional = [k for k in kinds if k in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= 3 or inspect.Parameter.VAR_POSITIONAL in kinds:
+        return 3  # room for a third position: the dataloader index, when the stage has several loaders
     # Lightning passes batch_idx only to a step that has room for it: ``training_step(self, batch)`` gets the batch
-    return 1 if len(positional) >= 2 or inspect.Parameter.VAR_POSITIONAL in kinds or "batch_idx" in params else 0
+    return 1 if len(positional) >= 2 or "batch_idx" in params else 0
 
 
 #: The (class, step, several loaders) whose signature :func:`check_dataloader_idx` found fitting.
@@ -112,9 +114,10 @@ def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:
     return inspect.signature(step).parameters
 
 
-def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int) -> Any:
+def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int, trainer: Any = None) -> Any:
     """Call the module's ``*_step`` for ``stage`` with the arguments it takes (``batch``, ``batch_idx``,
-    ``dataloader_idx``)."""
+    ``dataloader_idx``). A step with room for a third position (``*args``) gets the dataloader index there when
+    the stage has several loaders, as Lightning passes it."""
     name = STEP_METHODS[stage]
     method = getattr(module, name)
     key = (type(module), name)
@@ -127,6 +130,10 @@ def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_id
         return method(batch, batch_idx)
     if arity == 2:
         return method(batch, batch_idx, dataloader_idx=dataloader_idx)
+    if arity == 3:
+        if stage != "train" and trainer is not None and trainer.loop.log_context.num_dataloaders > 1:
+            return method(batch, batch_idx, dataloader_idx)
+        return method(batch, batch_idx)
     return method(batch)
 
 
@@ -148,10 +155,11 @@ class Defaults:
         return move_to_device(batch, device, non_blocking=device.type != "cpu")
 
     @hookimpl(trylast=True)
-    def step(self, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int, stage: str) -> Any:
+    def step(self, trainer: Any, model: Any, module: Any, batch: Any, batch_idx: int, dataloader_idx: int,
+             stage: str) -> Any:
         if stage == "train" and model is not module and model is not None:
             return model(batch, batch_idx)  # a strategy's wrapped model runs training_step in its forward
-        return call_step(module, stage, batch, batch_idx, dataloader_idx)
+        return call_step(module, stage, batch, batch_idx, dataloader_idx, trainer)
 
     @hookimpl(trylast=True)
     def backward(self, trainer: Any, loss: torch.Tensor) -> bool:
@@ -173,8 +181,13 @@ class Defaults:
         return torch.nn.utils.clip_grad_norm_(params, clip_val)
 
     @hookimpl(trylast=True)
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
-        optimizer.step()
+    def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
+        # a closure and keywords given to opt.step(closure, **kwargs) are passed on (outside a run: none)
+        training = trainer.loop.training if trainer is not None else None
+        if training is None or (training.step_closure is None and not training.step_kwargs):
+            optimizer.step()
+        else:
+            optimizer.step(closure=training.step_closure, **training.step_kwargs)
         return True
 
     @hookimpl(trylast=True)

@@ -99,6 +99,37 @@ def declared_options() -> list[Option]:
 
 _cache: dict[tuple[tuple[str, str], ...], Declarations] = {}
 
+#: What a switched-on default plugin is built as instead, by identity (see :func:`substitute`).
+_substitutes: dict[str, Callable[[], Any]] = {}
+
+
+def substitute(identity: str, factory: Callable[[], Any] | None) -> Callable[[], Any] | None:
+    """From now on in this process, the Trainer argument that switches ``identity`` on (``enable_progress_bar``
+    for ``progress.tqdm``) builds ``factory()`` in its place; None goes back to the installed plugin. The
+    replacement keeps the identity (blocking, ``ember plugins`` and a plugin passed in its place work as before).
+    The Lightning layer uses it so that a script that takes Lightning's ``Trainer`` gets Lightning's progress bar.
+    Returns the factory that was set before."""
+    before = _substitutes.pop(identity, None)
+    if factory is not None:
+        _substitutes[identity] = factory
+    return before
+
+
+def check_switch(name: str, value: Any, role: str | None, passed: list[tuple[str, Any]]) -> None:
+    """Refuse a switch turned off while a plugin that takes its place is passed (``enable_progress_bar=False``
+    with a progress bar in ``callbacks``), and two progress bars (one draws at a time)."""
+    if value is False and passed:
+        raise ConfigurationError(f"Trainer({name}=False) conflicts with {passed[0][0]!r} passed in callbacks/plugins "
+                                 f"(`{name}=False` but found `{type(passed[0][1]).__name__}`); remove one of them.")
+    if role == "progress" and len(passed) > 1:
+        raise ConfigurationError(f"You added multiple progress bar callbacks to the Trainer "
+                                 f"({', '.join(type(p).__name__ for _, p in passed)}); one draws at a time: pass one.")
+
+
+def substitute_for(identity: str) -> Callable[[], Any] | None:
+    """The factory :func:`substitute` set for ``identity``, or None."""
+    return _substitutes.get(identity)
+
 
 def declarations() -> Declarations:
     """Read the declarations of the installed plugins (once per set of installed plugins)."""

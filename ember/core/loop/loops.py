@@ -17,6 +17,7 @@ implements is None and is skipped for the price of an attribute test.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -25,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core.errors import CheckpointError, ConfigurationError, PossibleUserWarning, warn_user
+from ember.core.errors import (
+    AutomaticOptimizationError,
+    CheckpointError,
+    ConfigurationError,
+    PossibleUserWarning,
+    warn_user,
+)
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
 from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
@@ -34,7 +41,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import FitProgress, LogContext, Progress, StateName
+from ember.core.loop.state import EPOCH_HOOK, FitProgress, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -212,6 +219,7 @@ class Loops:
             self.load_train_data()
         self.training.load_val_data_before_training()
         if h.on_train_start is not None:
+            self._log_into_first_epoch(resume)
             h.on_train_start(trainer=t, module=module)
         self.training.start_fit()
         if resume is not None and resume.phase == "batch":
@@ -230,6 +238,14 @@ class Loops:
             h.on_train_end(trainer=t, module=module)
         if h.on_fit_end is not None:
             h.on_fit_end(trainer=t, module=module)
+
+    def _log_into_first_epoch(self, resume: Any) -> None:
+        """What ``on_train_start`` logs is a value of the first epoch (Lightning's rule): it lands in the training
+        results, which that epoch then keeps instead of starting empty."""
+        if resume is None or resume.phase != "batch":  # resuming mid-epoch: the restored results go on
+            self.train_results.reset()
+        self.log_context.enter(self.train_results, 1, EPOCH_HOOK)
+        self.training.keep_results = True
 
     def _prepare_fit(self, loaders: dict[str, Any]) -> Any:
         """The fit's optimizers and, when resuming, the restored state; returns where it resumes. The loaders are
@@ -347,10 +363,15 @@ class Loops:
                 f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "
                 "optimization only; under manual optimization step the optimizer every N batches yourself.")
         if automatic and len(optimizers) > 1:
-            raise ConfigurationError(
-                f"configure_optimizers() returned {len(optimizers)} optimizers; automatic optimization steps one. "
-                "Set `self.automatic_optimization = False` in __init__ and step them in training_step "
-                "(see the manual optimization guide).")
+            raise AutomaticOptimizationError(
+                f"configure_optimizers() returned {len(optimizers)} optimizers; training with multiple optimizers is "
+                "only supported with manual optimization. Set `self.automatic_optimization = False` in __init__ and "
+                "step them in training_step (see the manual optimization guide).")
+        if automatic and "optimizer_idx" in _parameters(getattr(module, "training_step", None)):
+            raise AutomaticOptimizationError(
+                f"{type(module).__name__}.training_step takes `optimizer_idx`, which the loop never passes (Lightning "
+                "1.x passed it to step several optimizers). Remove the `optimizer_idx` argument from `training_step`"
+                ", and step several optimizers under manual optimization (`self.automatic_optimization = False`).")
         if not optimizers:
             warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
                           "training_step without optimizer steps.", stacklevel=4)
@@ -430,3 +451,11 @@ def _warn_eval_modules(module: Any) -> None:
         warn_user(f"Found {len(names)} module(s) in eval mode at the start of training ({shown}). They stay in eval "
                   "mode while training (dropout off, batch-norm statistics frozen). If that is not intended, call "
                   "module.train() before trainer.fit(); if it is, ignore this warning.", PossibleUserWarning)
+
+
+def _parameters(function: Any) -> Any:
+    """The parameter names of ``function`` (none when it has no signature)."""
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core.errors import ConfigurationError
 from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
 from ember.core.loop.state import LogContext, Progress
 
@@ -89,8 +90,9 @@ class MetricLog:
         on_step = d_step if on_step is None else on_step
         on_epoch = d_epoch if on_epoch is None else on_epoch
         if not on_step and not on_epoch:
-            raise ValueError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing; log it per "
-                             "step (on_step=True), per epoch (on_epoch=True) or both.")
+            raise ConfigurationError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing, which "
+                                     "is not useful; log it per step (on_step=True), per epoch (on_epoch=True) "
+                                     "or both.")
         entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx), sync_dist)
         if ctx.num_dataloaders > 1 and not add_dataloader_idx:
             entry.dataloader_idx = ctx.dataloader_idx
@@ -169,7 +171,8 @@ class MetricLog:
             return
         values = {}
         for entry in results.entries.values():
-            if entry.on_epoch and entry.logger:
+            # a name logged in an earlier epoch only (say in on_train_epoch_start of epoch 0) is not written again
+            if entry.on_epoch and entry.logger and entry.has_epoch_values:
                 name = entry.epoch_key
                 value = self.callback_metrics.get(name)
                 if value is not None:

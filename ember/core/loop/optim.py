@@ -3,6 +3,7 @@ optimizer wrapper a module's code steps (:class:`ManualOptimizer`, Lightning's `
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -169,6 +170,26 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
     raise _unknown(where, result)
 
 
+_needs_closure: dict[type, bool] = {}
+
+
+def needs_closure(optimizer: Any) -> bool:
+    """The optimizer's ``step`` takes a closure it must be given (``torch.optim.LBFGS``, which evaluates the loss
+    several times per step); looked up once per class."""
+    cls = type(optimizer)
+    found = _needs_closure.get(cls)
+    if found is None:
+        step = getattr(cls, "step", None)
+        param = None
+        if inspect.isfunction(step):  # (not a mock or other callable object put in its place)
+            try:
+                param = inspect.signature(step).parameters.get("closure")
+            except (TypeError, ValueError):
+                param = None
+        found = _needs_closure[cls] = param is not None and param.default is inspect.Parameter.empty
+    return found
+
+
 def _optimizer_attribute(name: str) -> property:
     """An attribute of the wrapped optimizer, read and written through the wrapper."""
     return property(lambda self: getattr(self.optimizer, name),
@@ -200,8 +221,15 @@ class ManualOptimizer:
         training = self.training
         if training is None:
             return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
-        result = closure() if closure is not None else None
-        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count)
+        if closure is not None and needs_closure(self.optimizer):  # LBFGS: it evaluates the closure itself
+            return training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure,
+                                           step_kwargs=kwargs)
+        if closure is None:
+            training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, step_kwargs=kwargs)
+            return None
+        result = closure()  # training_step and backward first; the optimizer's own step gets the result
+        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, evaluated=lambda: result,
+                                step_kwargs=kwargs)
         return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:

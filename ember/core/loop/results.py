@@ -98,6 +98,12 @@ class MetricEntry:
         self.values.clear()
         self.weights.clear()
 
+    @property
+    def has_epoch_values(self) -> bool:
+        """Something was logged under this name since the epoch began (a torchmetrics object: always)."""
+        return bool(self.values) or self.partial is not None or self.epoch_value is not None or \
+            self.metric is not None
+
     def compute(self) -> torch.Tensor | None:
         """The epoch value (None when nothing was logged this epoch)."""
         if self.metric is not None:

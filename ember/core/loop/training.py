@@ -28,7 +28,7 @@ import torch
 from ember.core.errors import ConfigurationError, warn_user
 from ember.core.loop import module_overrides
 from ember.core.loop.data import length, set_sampler_epoch, with_last
-from ember.core.loop.optim import ManualOptimizer
+from ember.core.loop.optim import ManualOptimizer, needs_closure
 from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
 
 if TYPE_CHECKING:
@@ -59,6 +59,12 @@ class TrainingLoop:
         self.overrides = module_overrides.NONE
         #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
+        #: During an optimizer step that evaluates the loss itself (LBFGS): the closure to hand to its ``step``.
+        self.step_closure: Any = None
+        #: During a step by ``opt.step(closure, **kwargs)``: the kwargs, for the optimizer's own ``step``.
+        self.step_kwargs: dict[str, Any] = {}
+        #: The next epoch keeps the training results as they are (``on_train_start`` logged into them).
+        self.keep_results = False
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
         self.val_seconds: float | None = None
         self.last_val_time = 0.0
@@ -116,10 +122,12 @@ class TrainingLoop:
         t.state.stage = "train"
         results = loop.train_results
         if resume is None:
-            results.reset()
+            if not self.keep_results:  # else: what on_train_start logged belongs to this epoch
+                results.reset()
             every = t.config.reload_dataloaders_every_n_epochs
             if every and self.progress.current_epoch - self.train_loaded_epoch >= every:
                 loop.load_train_data()
+        self.keep_results = False
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         set_sampler_epoch(loader, self.progress.current_epoch)
@@ -146,7 +154,8 @@ class TrainingLoop:
         n, max_steps, every = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps
         automatic = getattr(module, "automatic_optimization", True)
         step_fn = self.automatic_batch if automatic else self.manual_batch
-        if automatic and self.overrides.optimizer_step is not None:
+        if automatic and (self.overrides.optimizer_step is not None
+                          or (t.optimizers and needs_closure(t.optimizers[0]))):
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
         val_secs = self.validation_seconds()  # time-based: the clock alone says when (at an epoch's end too)
@@ -290,9 +299,51 @@ class TrainingLoop:
         """The optimizer handed to a module's ``optimizer_step`` override (see :class:`ManualOptimizer`)."""
         return ManualOptimizer(optimizer, self, clip=True, count=False)
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True) -> None:
+    def optimizer_step(self, optimizer: torch.optim.Optimizer, clip: bool, count: bool = True,
+                       closure: Any = None, evaluated: Any = None, step_kwargs: dict[str, Any] | None = None) -> Any:
         """Unscale -> ``on_before_optimizer_step`` -> clip (automatic optimization: the module's
-        ``configure_gradient_clipping`` when it has one) -> step; counts a step unless ``count`` is False."""
+        ``configure_gradient_clipping`` when it has one) -> step; counts a step unless ``count`` is False.
+
+        ``closure``: for an optimizer that evaluates the loss itself (LBFGS), the closure that runs the training
+        step and backward; it is handed to ``optimizer.step`` (as :attr:`step_closure`, which the fallback
+        ``optimizer_step`` reads), and each evaluation is followed by the unscale, event and clipping above.
+        ``evaluated``: a closure already run, which returns its result again (handed to ``optimizer.step`` the same
+        way, so that the optimizer sees a closure as in Lightning). ``step_kwargs``: what ``opt.step(closure,
+        **kwargs)`` got besides the closure, passed on to the optimizer's ``step`` (as :attr:`step_kwargs`).
+        Returns the closure's first result."""
+        if closure is None:
+            self._before_step(optimizer, clip)
+            if evaluated is None and not step_kwargs:
+                self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+            else:
+                self.step_closure, self.step_kwargs = evaluated, step_kwargs or {}
+                try:
+                    self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+                finally:
+                    self.step_closure, self.step_kwargs = None, {}
+        else:
+            results: list[Any] = []
+
+            def evaluate() -> Any:
+                result = closure()
+                results.append(result)
+                self._before_step(optimizer, clip)
+                return result
+
+            self.step_closure, self.step_kwargs = evaluate, step_kwargs or {}
+            try:
+                self.t.hook.optimizer_step(trainer=self.t, module=self.t.module, optimizer=optimizer)
+            finally:
+                self.step_closure, self.step_kwargs = None, {}
+            if not results:
+                raise ConfigurationError(
+                    f"{type(optimizer).__name__}.step needs a closure, but the active plugin's optimizer_step did "
+                    "not evaluate it: call optimizer.step(trainer.loop.training.step_closure) there.")
+        if count:
+            self.progress.global_step += 1
+        return results[0] if closure is not None else None
+
+    def _before_step(self, optimizer: torch.optim.Optimizer, clip: bool) -> None:
         t = self.t
         h, module = t.hook, t.module
         if h.unscale_gradients is not None:
@@ -305,9 +356,6 @@ class TrainingLoop:
         elif clip and clip_val:
             h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
                              algorithm=t.config.gradient_clip_algorithm or "norm")
-        h.optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        if count:
-            self.progress.global_step += 1
 
     def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
         t = self.t
@@ -434,7 +482,8 @@ def _outputs(out: Any) -> Any:
 
 
 def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
-    """One automatic-optimization batch of a module that overrides ``optimizer_step``."""
+    """One automatic-optimization batch of a module that overrides ``optimizer_step``, or whose optimizer evaluates
+    the loss itself (LBFGS): training step and backward run in the closure the optimizer step calls."""
     t = training.t
     k = t.config.accumulate_grad_batches
     if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):
@@ -451,7 +500,11 @@ def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int
         outputs.append(out)
         return loss.detach() if loss is not None else None
 
-    module.optimizer_step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
+    step = getattr(module, "optimizer_step", None)  # a module without it: an LBFGS-like optimizer alone brings us
+    if step is None:
+        training.closure_optimizer(opt).step(closure=optimizer_closure)
+    else:
+        step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
     if not outputs:
         raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
                                  "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "

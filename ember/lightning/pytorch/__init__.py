@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ember.lightning import Callback, LightningDataModule, LightningModule, Trainer, seed_everything
+from ember.lightning import Callback, LightningDataModule, LightningModule, seed_everything
+
+if TYPE_CHECKING:
+    from ember.core.api.trainer import Trainer  # given by __getattr__: see ember.lightning._names.lightning_trainer
 
 #: The Lightning release whose names and behaviour this mirrors (code that compares ``pl.__version__`` sees it).
 __version__ = "2.6.6"
@@ -19,6 +22,10 @@ _SUBMODULES = ("callbacks", "core", "demos", "loggers", "profilers", "trainer", 
 
 
 def __getattr__(name: str) -> Any:
+    if name == "Trainer":
+        from ember.lightning._names import lightning_trainer
+
+        return lightning_trainer()
     if name in _SUBMODULES:
         import importlib
 

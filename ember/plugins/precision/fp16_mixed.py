@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from ember.core.errors import ConfigurationError
+from ember.core.loop.optim import needs_closure
 from ember.hookspecs import hookimpl
 from ember.plugins.precision import autocast_device_type
 
@@ -74,7 +76,13 @@ class FP16Mixed:
         return True
 
     @hookimpl
-    def optimizer_step(self, optimizer: torch.optim.Optimizer) -> bool:
+    def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
+        closure = trainer.loop.training.step_closure
+        if closure is not None and needs_closure(optimizer):
+            raise ConfigurationError(
+                f"precision='16-mixed' cannot step {type(optimizer).__name__}, which evaluates the loss itself "
+                "(the gradient scaler steps an optimizer once per backward): AMP and the LBFGS optimizer are not "
+                "compatible. Use precision='32-true' or 'bf16-mixed', or another optimizer.")
         if id(optimizer) not in self._told:
             self._tell(optimizer)
         # A fused optimizer gets optimizer.grad_scale / optimizer.found_inf (device tensors) from the scaler and

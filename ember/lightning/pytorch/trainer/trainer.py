@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
-from ember.core.api.trainer import Trainer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ember.core.api.trainer import Trainer  # given by __getattr__: see ember.lightning._names.lightning_trainer
 
 __all__ = ["Trainer"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Trainer":
+        from ember.lightning._names import lightning_trainer
+
+        return lightning_trainer()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -130,7 +130,13 @@ class TQDMProgressBar(_EmberTQDM):
 
     @property
     def total_val_batches(self) -> int | float:
-        counts = self.trainer.num_sanity_val_batches if self.trainer.sanity_checking else self.trainer.num_val_batches
+        """The validation batches of all loaders; in a fit, 0 in an epoch that does not validate
+        (``check_val_every_n_epoch``)."""
+        trainer = self.trainer
+        counts = trainer.num_sanity_val_batches if trainer.sanity_checking else trainer.num_val_batches
+        every = trainer.check_val_every_n_epoch
+        if not trainer.sanity_checking and trainer.state.fn == "fit" and every and (trainer.current_epoch + 1) % every:
+            return 0
         return sum(counts) if isinstance(counts, (list, tuple)) else counts
 
     def _restart(self, bar: Any, total: Any, description: str) -> None:
