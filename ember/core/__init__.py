@@ -34,14 +34,15 @@ ROOMS = {
     "hooks": ("class_hooks", "config", "defaults", "discovery", "dispatch", "options", "plugin_manager",
               "positional", "tracing", "trainer_args"),
     "loop": ("combined", "data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
-             "resumable_data", "rng", "run_inputs", "seed", "signals", "state", "training"),
+             "resumable_data", "rng", "run_inputs", "schedulers", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
                       "plugin_state", "restarts", "writer_process"),
     "api": ("callback", "datamodule", "hparams", "logging_api", "module", "trainer", "trainer_properties"),
 }
 
 #: Modules written since the rooms: they never had a path directly under ember.core.
-_BORN_IN_A_ROOM = frozenset({"hparams", "parts", "plugin_state", "restarts", "trainer_args", "writer_process"})
+_BORN_IN_A_ROOM = frozenset({"combined", "hparams", "parts", "plugin_state", "restarts", "schedulers", "trainer_args",
+                            "writer_process"})
 
 #: A module's former path -> its path now.
 MOVED = {f"{__name__}.{module}": f"{__name__}.{room}.{module}" for room, modules in ROOMS.items()

@@ -1,6 +1,7 @@
 """The loop and the state it owns: a run's set-up and events in order (``loops``), one training epoch
-(``training``), the one evaluation loop (``evaluation``), each stage's data (``data``, ``resumable_data``, and ``combined``: loaders iterated together),
-optimizers and schedulers (``optim``, ``module_overrides``), ``self.log`` (``metrics``, ``results``), the run
+(``training``), the one evaluation loop (``evaluation``), each stage's data (``data``, ``resumable_data``, and
+``combined``: loaders iterated together), optimizers and schedulers (``optim``, ``module_overrides``,
+``schedulers``), ``self.log`` (``metrics``, ``results``), the run
 records (``state``), seeds and RNG states (``seed``, ``rng``), stopping on a signal (``signals``) and checking
 what an entry point was given (``run_inputs``).
 

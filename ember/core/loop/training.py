@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.errors import ConfigurationError, warn_user
+from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides
+from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
 from ember.core.loop.optim import ManualOptimizer, needs_closure
 from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
@@ -175,9 +176,9 @@ class TrainingLoop:
             outputs = step_fn(batch, batch_idx, is_last)
             if automatic and t.lr_scheduler_configs:
                 if p.global_step != step_before:
-                    self.step_schedulers("step")
+                    schedulers.step(self, "step")
                 if is_last:
-                    self.step_schedulers("epoch")
+                    schedulers.step(self, "epoch")
                     scheds_stepped = True
             if h.on_train_batch_end is not None:
                 h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
@@ -215,7 +216,7 @@ class TrainingLoop:
         if h.on_train_epoch_end is not None:
             h.on_train_epoch_end(trainer=t, module=t.module)
         if automatic and t.lr_scheduler_configs and scheds_stepped:
-            self.step_plateau("epoch")
+            schedulers.step_plateau(self, "epoch")
         if h.log_metrics is not None:
             loop.metrics.write_epoch(results)
         self.progress.current_epoch += 1
@@ -364,49 +365,6 @@ class TrainingLoop:
                                      "number >= 0.")
         return t.hook.clip_gradients(trainer=t, module=t.module, optimizer=optimizer, clip_val=clip_val,
                                      algorithm=algorithm)
-
-    # -- schedulers ----------------------------------------------------------------------------------------
-    def step_schedulers(self, interval: str) -> None:
-        p = self.progress
-        # as in Lightning, a per-step frequency counts the epoch's batches (that step), not global_step
-        counter = p.batch_idx + 1 if interval == "step" else p.current_epoch + 1
-        for config in self.t.lr_scheduler_configs:
-            if config.interval != interval or counter % config.frequency:
-                continue
-            if config.reduce_on_plateau:
-                if interval == "step":
-                    self._plateau(config)
-                continue
-            if self.overrides.lr_scheduler_step is not None:
-                self.overrides.lr_scheduler_step(config.scheduler, None)
-            else:
-                config.scheduler.step()
-
-    def step_plateau(self, interval: str) -> None:
-        epoch = self.progress.current_epoch
-        for config in self.t.lr_scheduler_configs:
-            if config.reduce_on_plateau and config.interval == interval and (epoch + 1) % config.frequency == 0:
-                self._plateau(config)
-
-    def _plateau(self, config: Any) -> None:
-        metrics = self.t.callback_metrics
-        value = metrics.get(config.monitor)
-        if value is None:
-            if config.strict:
-                raise ConfigurationError(
-                    f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged "
-                    f"(ReduceLROnPlateau conditioned on metric {config.monitor!r} which is not available. Available "
-                    f"metrics are: {sorted(metrics) or '(none)'}). Log it with self.log, or set 'strict': False in the "
-                    "lr_scheduler dict to skip the step instead.")
-            warn_user(f"the ReduceLROnPlateau scheduler monitors {config.monitor!r}, which was not logged: "
-                      f"ReduceLROnPlateau conditioned on metric {config.monitor!r} which is not available but strict "
-                      f"is set to False, so its step is skipped (available metrics: {sorted(metrics) or '(none)'}). "
-                      "Log the metric with self.log, or monitor one that is logged.", RuntimeWarning)
-            return
-        if self.overrides.lr_scheduler_step is not None:
-            self.overrides.lr_scheduler_step(config.scheduler, value)
-        else:
-            config.scheduler.step(float(value))
 
     # -- validation within the fit -------------------------------------------------------------------------
     def validation_schedule(self) -> tuple[int, bool, int]:
