@@ -169,6 +169,26 @@ def test_the_launcher_reports_the_rank_that_failed_first(tmp_path: Any, no_launc
     assert ChildFailedError("job", failures).get_first_failure()[0] == 1  # torchrun's own summary agrees
 
 
+def test_an_error_file_is_written_whole_or_not_at_all(tmp_path: Any, no_launcher: pytest.MonkeyPatch) -> None:
+    """The agent reads a failed rank's file as JSON and fails itself on a cut-short one: the file is written
+    beside and renamed into place, and an error that cannot be recorded leaves the last whole file as it was."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    path = tmp_path / "error.json"
+    no_launcher.setenv("TORCHELASTIC_ERROR_FILE", str(path))
+    try:
+        raise KeyError("w")
+    except KeyError as raised:
+        torchrun.write_error_file(raised, 0)
+    whole = path.read_text()
+    unrecordable = RuntimeError("hung")
+    unrecordable.ember_info = {"hung": object()}  # type: ignore[attr-defined]  # JSON cannot hold it
+    torchrun.write_error_file(unrecordable, 0)  # no error of its own while an error is being reported
+    assert path.read_text() == whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["error.json"]  # no temporary file left
+    assert ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(path)).message["message"] == "KeyError: 'w'"
+
+
 def test_a_killed_rank_is_described_by_its_signal() -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
 

@@ -431,6 +431,7 @@ def test_a_full_disk_during_a_background_save_is_a_clear_error_keeping_the_previ
     assert sorted(os.listdir(folder)) == ["epoch=0-step=2.ckpt", "last.ckpt"]  # no temporary left
     assert safe_load(str(folder / "last.ckpt"))["global_step"] == 2
     assert trainer.global_step >= 4
-    resumed = ember.Trainer(max_epochs=3, logger=False, default_root_dir=str(tmp_path), **QUIET)
+    resumed = ember.Trainer(max_epochs=3, logger=False, default_root_dir=str(tmp_path), **QUIET,
+                            callbacks=[ModelCheckpoint(dirpath=folder, every_n_train_steps=2)])
     resumed.fit(TinyClassifier(), *tiny_loaders(n=16), ckpt_path=str(folder / "last.ckpt"))
     assert resumed.global_step == 6

@@ -29,6 +29,12 @@ class UntrainedWeightsWarning(EmberWarning):
     found. The message says how to pass one."""
 
 
+class NothingToResumeWarning(EmberWarning):
+    """``ckpt_path="last"`` found no last checkpoint, of this run or of an earlier run of the same name, so nothing
+    is loaded (a fit starts from the beginning). Expected on the first start of a script that resumes with
+    ``ckpt_path="last"``: ``warnings.filterwarnings("ignore", category=ember.NothingToResumeWarning)``."""
+
+
 class ConfigurationError(EmberError, ValueError):
     """A Trainer argument, a module or a data source that cannot be used as given."""
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ember.core.errors import ConfigurationError, UntrainedWeightsWarning, warn_user
+from ember.core.errors import ConfigurationError, NothingToResumeWarning, UntrainedWeightsWarning, warn_user
 
 log = logging.getLogger("ember")
 
@@ -123,7 +123,7 @@ class CheckpointPaths:
                     "the model is evaluated with its current weights"
                 warn_user(f"ckpt_path='last': there is no last checkpoint at {where} yet, nor in an earlier run of "
                           f"this run name. No checkpoint will be loaded: {then}. ModelCheckpoint(save_last=True) "
-                          "keeps a last checkpoint.")
+                          "keeps a last checkpoint.", NothingToResumeWarning)
             return path
         if ckpt_path == "best":
             return self._best()

@@ -7,6 +7,7 @@ for ``strategy="auto"`` before any plugin is registered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -76,8 +77,13 @@ def write_error_file(exc: BaseException, global_rank: int) -> None:
                       "peer_failure": secondary, "exception": type(exc).__name__},
         },
     }}
+    # Written whole or not at all: the agent stops the other processes as soon as one fails, and a file it finds
+    # empty or cut short (this process killed between the open and the write) makes the agent itself fail.
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        with open(path, "w") as f:
+        with open(tmp, "w") as f:
             json.dump(data, f)
-    except OSError:
-        pass
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):  # a full disk, or ember_info that JSON cannot hold: no file, no new error
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
