@@ -20,6 +20,7 @@ from ember.hookspecs import hookimpl
 from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
+from ember.plugins.strategies.ddp_spawn import DDPSpawnStrategy as _EmberDDPSpawn
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
 
@@ -187,15 +188,24 @@ class ParallelStrategy(Strategy):
 
 class DDPStrategy(ParallelStrategy):
     """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
-    ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning."""
+    ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning. ``start_method``:
+    ``"popen"`` (the default: every process runs the whole script, ``strategy.ddp``), or ``"spawn"``, ``"fork"``,
+    ``"forkserver"`` (processes started from inside ``fit``, results brought back: ``strategy.ddp_spawn``)."""
 
     plugin_class: type = _EmberDDP
 
     def __init__(self, accelerator: Any = None, checkpoint_io: Any = None, precision_plugin: Any = None,
-                 process_group_backend: str | None = None, timeout: Any = None, **kwargs: Any) -> None:
+                 process_group_backend: str | None = None, timeout: Any = None, start_method: str = "popen",
+                 **kwargs: Any) -> None:
         super().__init__(accelerator, checkpoint_io, precision_plugin)
-        kwargs.pop("start_method", None)  # ember starts processes its own way (see ember.launcher)
         self._arguments = {"process_group_backend": process_group_backend, "timeout": timeout, **kwargs}
+        self._start_method = start_method
+        if start_method != "popen" and self.plugin_class is _EmberDDP:
+            self.plugin_class = _EmberDDPSpawn
+            self._arguments["start_method"] = start_method
+        elif start_method != "popen":
+            raise ValueError(f"{type(self).__name__}(start_method={start_method!r}): ember starts this strategy's "
+                             "processes one way only; leave start_method at 'popen'.")
         self._plugin = self.plugin_class(**self._arguments)  # checks the arguments now
 
     def plugin_arguments(self) -> dict[str, Any]:
