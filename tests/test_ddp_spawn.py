@@ -195,3 +195,19 @@ def test_fork_takes_objects_that_cannot_be_pickled_and_an_interrupt_stops_the_pr
 
     assert multiprocessing.active_children() == []
     assert trainer.state.status == "interrupted"
+
+
+def test_lightning_classes_count_the_ember_plugins_chosen_by_name() -> None:
+    from ember.lightning.pytorch.accelerators import CPUAccelerator
+    from ember.lightning.pytorch.strategies import DDPStrategy as LightningDDP
+    from ember.lightning.pytorch.strategies import FSDPStrategy, SingleDeviceStrategy
+
+    spawn = ember.Trainer(strategy="ddp_spawn", devices=1, **QUIET)
+    assert isinstance(spawn.strategy, LightningDDP) and isinstance(spawn.accelerator, CPUAccelerator)
+    assert not isinstance(spawn.strategy, (FSDPStrategy, SingleDeviceStrategy))
+    assert isinstance(ember.Trainer(**QUIET).strategy, SingleDeviceStrategy)
+
+    class MyDDP(LightningDDP):  # a user's subclass counts only its own instances
+        pass
+
+    assert not isinstance(spawn.strategy, MyDDP)

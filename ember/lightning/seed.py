@@ -28,7 +28,18 @@ from ember.core.hooks.class_hooks import IMPL_MARK
 from ember.core.hooks.positional import base_hook
 from ember.hookspecs import hookimpl
 
-__all__ = ["SeedPlugin", "add_forwarders", "base_hook", "forwarders"]
+__all__ = ["CoversEmber", "SeedPlugin", "add_forwarders", "base_hook", "forwarders"]
+
+
+class CoversEmber(type):
+    """``isinstance(trainer.strategy, DDPStrategy)`` (or ``trainer.accelerator, CPUAccelerator``) holds for ember's
+    plugin of that kind selected by name (``strategy="ddp"``, ``accelerator="cpu"``), as Lightning code expects: a
+    built-in seed class (not a user's subclass of it) counts the ember plugin classes in its ``_ember_kinds`` as
+    its instances."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        kinds = cls.__dict__.get("_ember_kinds", ())
+        return super().__instancecheck__(obj) or (bool(kinds) and isinstance(obj, kinds))
 
 
 class SeedPlugin:
@@ -37,6 +48,8 @@ class SeedPlugin:
     role = "plugin"
     #: The ember plugin class a built-in configures (None: the plain PyTorch fallback does the work).
     plugin_class: type | None = None
+    #: The ember plugin classes a built-in seed class counts as its instances (see :class:`CoversEmber`).
+    _ember_kinds: tuple[type, ...] = ()
     _plugin: Any = None
     _trainer: Any = None
 

@@ -15,7 +15,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.lightning._names import unsupported
-from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
+from ember.lightning.seed import CoversEmber, SeedPlugin, add_forwarders, base_hook
 from ember.plugins.accelerators.cpu import CPUAccelerator as _EmberCPU
 from ember.plugins.accelerators.cuda import CUDAAccelerator as _EmberCUDA
 from ember.plugins.accelerators.mps import MPSAccelerator as _EmberMPS
@@ -27,9 +27,11 @@ __all__ = ["Accelerator", "CPUAccelerator", "CUDAAccelerator", "MPSAccelerator",
 THROUGH_METHODS = frozenset({"setup_device", "teardown", "configure"})
 
 
-class Accelerator(SeedPlugin):
+class Accelerator(SeedPlugin, metaclass=CoversEmber):
     """Lightning's ``Accelerator``. A direct subclass names no device of its own: give ``root_device`` through
     the strategy, or subclass :class:`CPUAccelerator`/:class:`CUDAAccelerator`."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberCPU, _EmberCUDA, _EmberMPS)
 
     role = "accelerator"
 
@@ -78,6 +80,8 @@ class Accelerator(SeedPlugin):
 class CPUAccelerator(Accelerator):
     """ember's ``accelerator.cpu``."""
 
+    _ember_kinds: tuple[type, ...] = (_EmberCPU,)
+
     plugin_class = _EmberCPU
 
     def get_device_stats(self, device: Any) -> dict[str, Any]:
@@ -97,6 +101,8 @@ class CPUAccelerator(Accelerator):
 
 class CUDAAccelerator(Accelerator):
     """ember's ``accelerator.cuda``: ``cuda:<local rank>`` (or the ``devices=[...]`` entry of the rank)."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberCUDA,)
 
     plugin_class = _EmberCUDA
 
@@ -127,6 +133,8 @@ class CUDAAccelerator(Accelerator):
 
 class MPSAccelerator(Accelerator):
     """ember's ``accelerator.mps``: Apple silicon GPUs (``mps:0``)."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberMPS,)
 
     plugin_class = _EmberMPS
 

@@ -18,9 +18,10 @@ import torch
 from ember.core.hooks.defaults import move_to_device
 from ember.hookspecs import hookimpl
 from ember.lightning._names import unsupported
-from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
+from ember.lightning.seed import CoversEmber, SeedPlugin, add_forwarders, base_hook
 from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
 from ember.plugins.strategies.ddp_spawn import DDPSpawnStrategy as _EmberDDPSpawn
+from ember.plugins.strategies.distributed import ProcessGroupStrategy as _ProcessGroup
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
 
@@ -35,10 +36,12 @@ THROUGH_METHODS = frozenset({"batch_to_device", "process_dataloader", "reduce", 
 _OPS = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
 
-class Strategy(SeedPlugin):
+class Strategy(SeedPlugin, metaclass=CoversEmber):
     """Lightning's ``Strategy``: one process; subclass it to change one part of the work. ``accelerator``,
     ``checkpoint_io`` and ``precision_plugin`` are passed to the Trainer on their own (``Trainer(accelerator=...,
     plugins=[...])``) in ember, where each role is a plugin of its own."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberSingle, _ProcessGroup)
 
     role = "strategy"
 
@@ -173,6 +176,8 @@ class SingleDeviceStrategy(Strategy):
     """ember's ``strategy.single_device``. ``device`` is taken from the accelerator in ember (``Trainer(accelerator=,
     devices=)``); only the default is accepted here."""
 
+    _ember_kinds: tuple[type, ...] = (_EmberSingle,)
+
     plugin_class = _EmberSingle
 
     def __init__(self, device: Any = "cpu", accelerator: Any = None, checkpoint_io: Any = None,
@@ -185,12 +190,16 @@ class ParallelStrategy(Strategy):
     """Lightning's base of the strategies that run several processes (:class:`DDPStrategy`, :class:`FSDPStrategy`);
     subclass one of those."""
 
+    _ember_kinds: tuple[type, ...] = (_ProcessGroup,)
+
 
 class DDPStrategy(ParallelStrategy):
     """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
     ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning. ``start_method``:
     ``"popen"`` (the default: every process runs the whole script, ``strategy.ddp``), or ``"spawn"``, ``"fork"``,
     ``"forkserver"`` (processes started from inside ``fit``, results brought back: ``strategy.ddp_spawn``)."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberDDP,)  # strategy.ddp and its spawning kin
 
     plugin_class: type = _EmberDDP
 
@@ -216,6 +225,8 @@ class FSDPStrategy(DDPStrategy):
     """ember's ``strategy.fsdp`` (FSDP2, ``fully_shard``): its arguments are ember's (``shard_modules``,
     ``reshard_after_forward``, ``mixed_precision``, ``cpu_offload``, ...); Lightning's FSDP1 arguments
     (``auto_wrap_policy``, ``sharding_strategy``, ...) have no meaning there."""
+
+    _ember_kinds: tuple[type, ...] = (_EmberFSDP,)
 
     plugin_class = _EmberFSDP
 
