@@ -211,3 +211,22 @@ def test_lightning_classes_count_the_ember_plugins_chosen_by_name() -> None:
         pass
 
     assert not isinstance(spawn.strategy, MyDDP)
+
+
+class InfiniteLossAtBatchFour(TinyClassifier):
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        loss = super().training_step(batch, batch_idx)
+        return loss * float("inf") if batch_idx == 4 else loss * 0 + 1 / (batch_idx + 1)
+
+
+@pytest.mark.parametrize("finite_only", [True, False])
+def test_spike_detection_counts_an_infinite_loss_as_a_spike_either_way(finite_only: bool, tmp_path: Any) -> None:
+    # test_spike.py of Lightning's suite runs this under ddp_spawn; with finite_only=False, +inf takes the usual
+    # test (it is far above the running mean), as in Lightning
+    from ember.lightning.pytorch.callbacks.monitors import SpikeDetection, TrainingSpikeException
+
+    trainer = ember.Trainer(max_epochs=1, callbacks=[SpikeDetection(exclude_batches_path=tmp_path,
+                                                                    finite_only=finite_only)],
+                            enable_checkpointing=False, **QUIET)
+    with pytest.raises(TrainingSpikeException):
+        trainer.fit(InfiniteLossAtBatchFour(), _loader())

@@ -178,12 +178,25 @@ def _tie_to_parent(parent: int) -> None:
 
 def _worker(rank: int, job: _Job) -> None:
     """What each started process runs (through ``torch.multiprocessing``'s wrapper, which records an error's
-    traceback for the calling process)."""
+    traceback for the calling process; it records only an ``Exception``, so another error, such as pytest's
+    ``Failed``, is passed on inside one)."""
+    try:
+        _run_worker(rank, job)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        raise RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}") from exc
+
+
+def _run_worker(rank: int, job: _Job) -> None:
     _tie_to_parent(job.parent)
     if "OMP_NUM_THREADS" not in os.environ:  # like torchrun: not a thread per core in each of N processes
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // job.world_size))
     request = unpack(job.payload)
     _current["info"] = WorkerInfo(rank, job.world_size, job.address, job.port)
+    # for what reads the rank before the process group is up (rank-zero-only printing); WORLD_SIZE stays unset,
+    # so that the cluster environment does not take this process for one of a job started by hand
+    os.environ["RANK"] = os.environ["LOCAL_RANK"] = str(rank)
     _restore_rng(request["rng"])
     trainer = request["trainer_class"](**request["arguments"])
     result = _call_entry(trainer, request)
