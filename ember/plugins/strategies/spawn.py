@@ -182,7 +182,7 @@ def _worker(rank: int, job: _Job) -> None:
     ``Failed``, is passed on inside one)."""
     try:
         _run_worker(rank, job)
-    except (KeyboardInterrupt, SystemExit):
+    except (Exception, KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:
         raise RuntimeError(f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}") from exc
