@@ -411,6 +411,7 @@ def run_one(src: Path, test_file: str, out: Path, framework: str) -> int:
             "-p", "no:xdist", "-p", "no:cov"]
     plugins: list[object] = [counter]
     if framework == "ember":
+        os.environ[_MAPPED_ENV] = "1"  # for the processes a test starts (see the end of this file)
         sys.meta_path.insert(0, LightningToEmber())
         args += ["--noconftest", "-W", "error::FutureWarning"]
         plugins.append(Fixtures())
@@ -628,5 +629,13 @@ def main() -> None:
             args.report.write_text(report)
 
 
+#: Set in a process that runs a file on ember: the processes its tests start map the imports too.
+_MAPPED_ENV = "LIGHTNING_SUITE_ON_EMBER"
+
 if __name__ == "__main__":
     main()
+elif __name__ == "__mp_main__" and os.environ.get(_MAPPED_ENV) == "1":
+    # A process started by the spawn start method from a test (``strategy="ddp_spawn"``) runs this file first, as
+    # its parent's main module; the test's objects it then unpickles import Lightning's names, mapped here as in
+    # the test's own process.
+    sys.meta_path.insert(0, LightningToEmber())

@@ -41,6 +41,7 @@ _DEAD_WORKER = ("a DataLoader worker that died: torch raises its error from its 
 #: ``file name: expression`` -> why ember uses a private name of Python or torch.
 LIBRARY_PRIVATE = {
     "launcher.py: os._exit": "documented: ends a forked worker without running the parent's clean-up",
+    "spawn.py: os._exit": "documented: a spawned worker whose parent died before it was tied to it ends at once",
     "hang_watchdog.py: os._exit": "documented: ends a hung process from the watchdog thread",
     "hang_watchdog.py: sys._current_frames": "documented: every thread's stack for the hang report",
     "hang_watchdog.py: dist.distributed_c10d._get_default_store": "the process group's store, to tell the other "

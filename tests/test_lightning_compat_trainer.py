@@ -13,7 +13,6 @@ import torch
 from torch.utils.data import DataLoader
 
 import ember
-from ember.core.errors import UnknownPluginError
 from ember.testing import TinyClassifier, tiny_dataset
 
 QUIET = {"accelerator": "cpu", "enable_progress_bar": False, "enable_model_summary": False, "logger": False,
@@ -181,12 +180,6 @@ def test_default_root_dir_expands_the_home_directory() -> None:
     assert ember.Trainer(accelerator="cpu", default_root_dir=Path("~/runs")).default_root_dir == \
         os.path.join(home, "runs")
     assert ember.Trainer(accelerator="cpu", default_root_dir="s3://bucket/~x").default_root_dir == "s3://bucket/~x"
-
-
-@pytest.mark.parametrize("name", ["ddp_spawn", "ddp_fork", "ddp_notebook"])
-def test_lightning_spawn_strategies_name_what_to_use(name: str) -> None:
-    with pytest.raises(UnknownPluginError, match="use strategy=.ddp."):
-        ember.Trainer(accelerator="cpu", strategy=name)
 
 
 # -- predict --------------------------------------------------------------------------------------------------

@@ -157,7 +157,7 @@ if TYPE_CHECKING:
     class Launch(Protocol):
         """``launch`` (role hook, firstresult)."""
 
-        def launch(self, trainer: TrainerLike, fn: str) -> int | None:
+        def launch(self, trainer: TrainerLike, fn: str) -> Any:
             """Start the job's processes from a process that is not one of them, and wait for them to finish."""
             return None
 

@@ -70,6 +70,7 @@ class Trainer(TrainerProperties):
 
     def __init__(self, **kwargs: Any) -> None:
         self.config: TrainerConfig = make_config(kwargs)
+        self._arguments = dict(kwargs)  # as given: a spawning strategy builds the Trainer again from them
         self.plugin_manager = PluginManager()
         self.blocked = tuple(dict.fromkeys(self.config.block_plugins + _env_blocked()))
         self.discovery = discovery.discover().without_distributions(self.blocked)  # dist:NAME entries
@@ -318,8 +319,9 @@ class Trainer(TrainerProperties):
         return self._eval_entry("test", model, dataloaders, datamodule, ckpt_path, verbose, weights_only)
 
     def predict(self, model: torch.nn.Module | None = None, dataloaders: Any = None, datamodule: Any = None,
-                return_predictions: bool = True, ckpt_path: str | None = None, weights_only: bool = True) -> Any:
-        """Run ``predict_step`` over the data; returns the outputs (a list per loader when several)."""
+                return_predictions: bool | None = None, ckpt_path: str | None = None, weights_only: bool = True) -> Any:
+        """Run ``predict_step`` over the data; returns the outputs (a list per loader when several), unless
+        ``return_predictions`` is False (None: True, but False under strategy="ddp_spawn", which keeps them)."""
         if dataloaders is not None and looks_like_datamodule(dataloaders):
             datamodule, dataloaders = dataloaders, None
         return self._run("predict", model, datamodule, {"predict": dataloaders},

@@ -327,6 +327,12 @@ class TrainerProperties:
         return min(steps, max_steps) if max_steps != -1 else steps
 
     @property
+    def arguments(self) -> dict[str, Any]:
+        """The keyword arguments this Trainer was built with, as given (a copy): a strategy that starts its
+        processes from inside the script (``strategy="ddp_spawn"``) builds the Trainer again from them there."""
+        return dict(getattr(self, "_arguments", {}))
+
+    @property
     def checkpoint_callbacks(self) -> list[Any]:
         """The checkpoint callbacks of this trainer (``ModelCheckpoint`` and anything with ``best_model_path``)."""
         return [p for _, p in self.extra_plugins + self.autoload_plugins if is_checkpoint_callback(p)]

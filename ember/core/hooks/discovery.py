@@ -191,13 +191,8 @@ class Discovery:
         return only(identity, found)
 
 
-_SPAWN = (" Lightning's {} launcher (processes started from inside the script, the results brought back to the "
-          "calling process) has no ember counterpart: use strategy='ddp', which starts one process per device "
-          "itself when the script runs alone (or run it under `ember run --nproc-per-node N` or torchrun); every "
-          "process runs the whole script, so results are on every rank.")
-#: Lightning's names with no ember plugin, and what to use instead.
-LIGHTNING_ONLY = {f"strategy.{name}": _SPAWN.format(kind) for name, kind in
-                  (("ddp_spawn", "spawn"), ("ddp_fork", "fork"), ("ddp_notebook", "fork"))}
+#: Lightning's names with no ember plugin, and what to use instead (appended to the "unknown" error).
+LIGHTNING_ONLY: dict[str, str] = {}
 
 
 def only(identity: str, found: tuple[PluginInfo, ...]) -> PluginInfo:

@@ -41,7 +41,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import EPOCH_HOOK, FitProgress, LogContext, Progress, StateName
+from ember.core.loop.state import EPOCH_HOOK, FitProgress, Launched, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -99,7 +99,11 @@ class Loops:
     # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
         """Set up the processes, the device and the module, then run ``fn``."""
-        self._setup_processes(fn)
+        #: What the running entry point was called with (a spawning strategy runs it again in its processes).
+        self.request = {"fn": fn, "loaders": loaders, "options": options}
+        launched = self._setup_processes(fn)
+        if launched is not None:  # the processes the strategy started ran it; their results are here now
+            return launched.result
         if fn == "fit":  # on each process, once it knows its rank (only global rank 0 warns)
             self._set_limits()
         self._setup_module(fn)
@@ -137,9 +141,10 @@ class Loops:
             return cfg.max_steps, 1000 if cfg.max_steps == -1 else -1
         return cfg.max_steps, cfg.max_epochs
 
-    def _setup_processes(self, fn: str) -> None:
+    def _setup_processes(self, fn: str) -> Launched | None:
         """configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device ->
-        prepare_data (local rank 0) -> barrier."""
+        prepare_data (local rank 0) -> barrier. Returns the answer of ``launch`` when it ran the job elsewhere
+        and brought the results back (a spawning strategy)."""
         t, cfg = self.t, self.t.config
         h = t.hook
         if h.configure is not None:
@@ -149,6 +154,8 @@ class Loops:
         t.node_rank, t.world_size = info.get("node_rank", 0), info["world_size"]
         if h.launch is not None:
             status = h.launch(trainer=t, fn=fn)
+            if isinstance(status, Launched):
+                return status
             if status is not None:  # the job ran in the processes the strategy started; this one is done
                 t.state.status = "launched"
                 raise SystemExit(status)
@@ -165,6 +172,7 @@ class Loops:
             h.prepare_data(trainer=t)
         if t.world_size > 1:
             h.barrier(trainer=t, name="prepare_data")
+        return None
 
     def _setup_module(self, fn: str) -> None:
         """setup(fn) -> configure_model (in the strategy's sharded context) -> to the device -> convert_module."""

@@ -55,6 +55,15 @@ def _one_of(allowed: tuple) -> Any:
     return check
 
 
+@attrs.frozen
+class Launched:
+    """A ``launch`` answer: the job ran in processes that this one started and waited for, and the strategy has
+    brought their results back (weights, metrics, checkpoint paths); the entry point returns ``result`` here
+    without running the loop."""
+
+    result: Any = None
+
+
 @attrs.define(slots=True)
 class TrainerState:
     """What the trainer is doing: ``fn`` (the entry point), ``stage`` (the loop running now) and ``status``."""

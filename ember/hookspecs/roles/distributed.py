@@ -40,7 +40,7 @@ def distributed_info(trainer: TrainerLike) -> dict | None:
 
 
 @hookspec(firstresult=True)
-def launch(trainer: TrainerLike, fn: str) -> int | None:
+def launch(trainer: TrainerLike, fn: str) -> Any:
     """Start the job's processes from a process that is not one of them, and wait for them to finish.
 
     Called once per run, right after ``distributed_info`` and before ``setup_environment``, only when a
@@ -48,15 +48,19 @@ def launch(trainer: TrainerLike, fn: str) -> int | None:
     was not ``launched`` but the run asks for several processes (``Trainer(devices=N)``): it starts them
     (they re-run the program, find themselves ``launched`` and run the loop), waits, and answers their exit
     status. Core then ends this process with that status (``SystemExit``) without running the loop or any
-    other hook: the started processes did the work. A failure in a started process is raised from here, as
-    an exception naming the rank and the original error (``on_exception`` then runs as for any error).
+    other hook: the started processes did the work. A strategy that starts its processes from inside the
+    script and brings their results back (``strategy="ddp_spawn"``) answers an ``ember.core.loop.state.Launched``
+    instead, once it has put rank 0's results (weights, metrics, checkpoint paths) into this process's trainer and
+    module: the entry point then returns its ``result`` without running the loop or any other hook. A failure in
+    a started process is raised from here, as an exception naming the rank and the original error
+    (``on_exception`` then runs as for any error).
 
     :ranks: every process, before any process group exists
     :wrap: yes
     :param trainer: the trainer.
     :param fn: the entry point being run: ``"fit"``, ``"validate"``, ``"test"`` or ``"predict"``.
-    :returns: the job's exit status, or None to run the loop in this process. Stops at first non-None
-        result.
+    :returns: the job's exit status, a ``Launched`` (the job ran elsewhere and its results are here), or None
+        to run the loop in this process. Stops at first non-None result.
     """
 
 

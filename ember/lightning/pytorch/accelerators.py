@@ -31,6 +31,7 @@ class Accelerator(SeedPlugin):
     """Lightning's ``Accelerator``. A direct subclass names no device of its own: give ``root_device`` through
     the strategy, or subclass :class:`CPUAccelerator`/:class:`CUDAAccelerator`."""
 
+
     role = "accelerator"
 
     def setup_device(self, device: torch.device) -> None:
@@ -78,6 +79,7 @@ class Accelerator(SeedPlugin):
 class CPUAccelerator(Accelerator):
     """ember's ``accelerator.cpu``."""
 
+
     plugin_class = _EmberCPU
 
     def get_device_stats(self, device: Any) -> dict[str, Any]:
@@ -97,6 +99,7 @@ class CPUAccelerator(Accelerator):
 
 class CUDAAccelerator(Accelerator):
     """ember's ``accelerator.cuda``: ``cuda:<local rank>`` (or the ``devices=[...]`` entry of the rank)."""
+
 
     plugin_class = _EmberCUDA
 
@@ -127,6 +130,7 @@ class CUDAAccelerator(Accelerator):
 
 class MPSAccelerator(Accelerator):
     """ember's ``accelerator.mps``: Apple silicon GPUs (``mps:0``)."""
+
 
     plugin_class = _EmberMPS
 

@@ -20,6 +20,7 @@ from ember.hookspecs import hookimpl
 from ember.lightning._names import unsupported
 from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
 from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
+from ember.plugins.strategies.ddp_spawn import DDPSpawnStrategy as _EmberDDPSpawn
 from ember.plugins.strategies.distributed import ProcessGroupStrategy
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
@@ -39,6 +40,7 @@ class Strategy(SeedPlugin):
     """Lightning's ``Strategy``: one process; subclass it to change one part of the work. ``accelerator``,
     ``checkpoint_io`` and ``precision_plugin`` are passed to the Trainer on their own (``Trainer(accelerator=...,
     plugins=[...])``) in ember, where each role is a plugin of its own."""
+
 
     role = "strategy"
 
@@ -173,6 +175,7 @@ class SingleDeviceStrategy(Strategy):
     """ember's ``strategy.single_device``. ``device`` is taken from the accelerator in ember (``Trainer(accelerator=,
     devices=)``); only the default is accepted here."""
 
+
     plugin_class = _EmberSingle
 
     def __init__(self, device: Any = "cpu", accelerator: Any = None, checkpoint_io: Any = None,
@@ -186,17 +189,28 @@ class ParallelStrategy(Strategy):
     subclass one of those."""
 
 
+
 class DDPStrategy(ParallelStrategy):
     """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
-    ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning."""
+    ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning. ``start_method``:
+    ``"popen"`` (the default: every process runs the whole script, ``strategy.ddp``), or ``"spawn"``, ``"fork"``,
+    ``"forkserver"`` (processes started from inside ``fit``, results brought back: ``strategy.ddp_spawn``)."""
+
 
     plugin_class: type = _EmberDDP
 
     def __init__(self, accelerator: Any = None, checkpoint_io: Any = None, precision_plugin: Any = None,
-                 process_group_backend: str | None = None, timeout: Any = None, **kwargs: Any) -> None:
+                 process_group_backend: str | None = None, timeout: Any = None, start_method: str = "popen",
+                 **kwargs: Any) -> None:
         super().__init__(accelerator, checkpoint_io, precision_plugin)
-        kwargs.pop("start_method", None)  # ember starts processes its own way (see ember.launcher)
         self._arguments = {"process_group_backend": process_group_backend, "timeout": timeout, **kwargs}
+        self._start_method = start_method
+        if start_method != "popen" and self.plugin_class is _EmberDDP:
+            self.plugin_class = _EmberDDPSpawn
+            self._arguments["start_method"] = start_method
+        elif start_method != "popen":
+            raise ValueError(f"{type(self).__name__}(start_method={start_method!r}): ember starts this strategy's "
+                             "processes one way only; leave start_method at 'popen'.")
         self._plugin = self.plugin_class(**self._arguments)  # checks the arguments now
 
     def plugin_arguments(self) -> dict[str, Any]:
@@ -207,6 +221,7 @@ class FSDPStrategy(DDPStrategy):
     """ember's ``strategy.fsdp`` (FSDP2, ``fully_shard``): its arguments are ember's (``shard_modules``,
     ``reshard_after_forward``, ``mixed_precision``, ``cpu_offload``, ...); Lightning's FSDP1 arguments
     (``auto_wrap_policy``, ``sharding_strategy``, ...) have no meaning there."""
+
 
     plugin_class = _EmberFSDP
 

@@ -281,7 +281,11 @@ class ProcessGroupStrategy:
         # is up (torch does so lazily, e.g. with a first optimizer), they would hold it to the end of the process.
         import torch.distributed.nn  # noqa: F401
 
-        if trainer.world_size == 1 and not port:  # a group of one: an in-memory store, no port to find
+        store = self.rendezvous_store(trainer)
+        if store is not None:
+            dist.init_process_group(backend, store=store, rank=trainer.global_rank, world_size=trainer.world_size,
+                                    timeout=self.timeout)
+        elif trainer.world_size == 1 and not port:  # a group of one: an in-memory store, no port to find
             dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=self.timeout)
         elif not port:
             raise ConfigurationError("the cluster environment gave no port for the process group's rendezvous; "
@@ -303,6 +307,11 @@ class ProcessGroupStrategy:
         if not _state["owned"]:
             atexit.register(_destroy_group_at_exit)
         _state["owned"] = True
+
+    def rendezvous_store(self, trainer: Any) -> Any:
+        """A ``torch.distributed`` store for the ranks to meet in, or None: the environment's address and port
+        (``env://``). A strategy that hosts the store in the process that started the job answers it."""
+        return None
 
     @hookimpl
     def teardown(self) -> None:

@@ -182,8 +182,9 @@ class SpikeDetection(Callback):
         self._losses: deque[float] = deque(maxlen=window)
 
     def _is_spike(self, loss: float) -> bool:
-        if not math.isfinite(loss):
-            return self.finite_only
+        if not math.isfinite(loss) and self.finite_only:
+            return True
+        # without finite_only, a non-finite loss takes the usual test: +inf is a spike (mode "min"), NaN never is
         change = loss - self.last_val
         if (self.mode == "min" and change <= 0) or (self.mode == "max" and change >= 0) or not self._losses:
             return False
