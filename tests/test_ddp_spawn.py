@@ -183,7 +183,10 @@ def test_fork_takes_objects_that_cannot_be_pickled_and_an_interrupt_stops_the_pr
     # Ctrl-C in the caller while the processes run: they are stopped (SIGTERM, then SIGKILL), none is left
     trainer = ember.Trainer(strategy=DDPForkStrategy(kill_timeout=1), devices=1, max_epochs=1,
                             enable_checkpointing=False, **QUIET)
-    previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    def ctrl_c(*_: Any) -> None:  # what Python makes of a Ctrl-C; a pytest-xdist worker ignores SIGINT itself
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, ctrl_c)
     try:
         signal.setitimer(signal.ITIMER_REAL, 3.0)
         with pytest.raises(KeyboardInterrupt):
