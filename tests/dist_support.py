@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
@@ -35,6 +36,27 @@ def fsdp_available() -> bool:
     if device_unsupported("cpu") is not None:
         return False
     return _probe_once("gloo_mean_probe.py") == "averages"
+
+
+def once_per_session(factory: pytest.TempPathFactory, name: str, job: Callable[[pathlib.Path], object]) -> pathlib.Path:
+    """The folder ``job(folder)`` wrote its results into, run once per test session. A module-scoped fixture runs
+    once per pytest-xdist worker that runs one of the module's tests, and worksteal spreads a module's tests over
+    both: a multi-process job behind such a fixture ran twice. The first worker to ask runs it in a folder of the
+    session's shared temporary root; another waits for it and reads the same folder (its tests only read it)."""
+    import fcntl
+    import shutil
+
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: <session root>/popen-gwN
+    out, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with open(root / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():  # first, or an earlier attempt failed: run it afresh
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            job(out)
+            done.touch()
+    return out
 
 
 def _probe_once(script: str) -> str:

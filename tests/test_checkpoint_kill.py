@@ -62,7 +62,7 @@ def run_job(out: Path, *args: str) -> subprocess.CompletedProcess:
 # with save_checkpoint, on the background writer (last.ckpt is mostly a link to a file of the same moment).
 CASES = [
     pytest.param("32-true", "batch", 13, id="fp32-mid-epoch", marks=pytest.mark.extended),
-    pytest.param("32-true", "after-save", 3, id="fp32-right-after-save"),
+    pytest.param("32-true", "after-save", 3, id="fp32-right-after-save", marks=pytest.mark.extended),
     pytest.param("32-true", "during-save", 6, id="fp32-during-save"),
     pytest.param("bf16-mixed", "batch", 19, id="bf16-mid-epoch"),
     pytest.param("bf16-mixed", "after-save", 7, id="bf16-right-after-save", marks=pytest.mark.extended),
@@ -89,7 +89,8 @@ def test_sigkill_then_resume_is_bitwise_exact(reference: dict, tmp_path: Path, p
     assert set(map(os.path.basename, resumed["best"])) == set(map(os.path.basename, ref["best"]))
 
 
-@pytest.mark.parametrize(("writer", "nth"), [("thread", 4), pytest.param("thread", 6, marks=pytest.mark.extended), ("process", 4),
+@pytest.mark.parametrize(("writer", "nth"), [pytest.param("thread", 4, marks=pytest.mark.extended),
+                                          pytest.param("thread", 6, marks=pytest.mark.extended), ("process", 4),
                                           pytest.param("process", 6, marks=pytest.mark.extended)])
 def test_sigkill_from_outside_during_a_background_write_keeps_the_previous_file(reference: dict, tmp_path: Path,
                                                                                  writer: str, nth: int) -> None:

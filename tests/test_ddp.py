@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from dist_support import SCRIPTS, load_script, run
+from dist_support import SCRIPTS, load_script, once_per_session, run
 
 import ember
 
@@ -23,8 +23,8 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def ddp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict[str, dict]]:
     """Run tests/multiprocess/ddp_job.py once (it starts 2 processes itself); the per-rank results and rank 0's weights."""
-    out = tmp_path_factory.mktemp("ddp")
-    run([sys.executable, str(SCRIPTS / "ddp_job.py"), str(out)], cwd=out, timeout=150)
+    out = once_per_session(tmp_path_factory, "ddp", lambda out: run([sys.executable, str(SCRIPTS / "ddp_job.py"),
+                                                                     str(out)], cwd=out, timeout=150))
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
     weights = {name: torch.load(out / f"{name}.pt", weights_only=True) for name in ("plain", "accumulate")}
     return ranks, weights

@@ -149,6 +149,7 @@ def test_fit_validate_predict_in_spawned_processes_bring_rank_zero_back(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # two more spawned processes; a failing rank under `ddp` is in every run (tests/test_launch.py)
 def test_a_failing_rank_fails_the_call_with_its_traceback_and_stops_the_others() -> None:
     counter = ExceptionCounter()  # the calling process's copy: on_exception runs there once
     trainer = ember.Trainer(strategy=DDPSpawnStrategy(kill_timeout=2), devices=2, max_epochs=1,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from dist_support import SCRIPTS, Job, clean_env, fsdp_available, needs_fsdp, run
+from dist_support import SCRIPTS, Job, clean_env, fsdp_available, needs_fsdp, once_per_session, run
 
 pytest.importorskip("ember.core.checkpointing.checkpoint", reason="needs ember's checkpoint support")
 pytestmark = pytest.mark.slow
@@ -19,9 +19,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def resume_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict], dict]:
-    out = tmp_path_factory.mktemp("resume")
-    run([sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240,
-        env=clean_env(EMBER_TEST_FSDP="1" if fsdp_available() else "0"))
+    out = once_per_session(tmp_path_factory, "resume", lambda out: run(
+        [sys.executable, str(SCRIPTS / "resume_job.py"), str(out)], cwd=out, timeout=240,
+        env=clean_env(EMBER_TEST_FSDP="1" if fsdp_available() else "0")))
     ranks = [json.loads((out / f"rank{r}.json").read_text()) | json.loads((out / f"exit-rank{r}.json").read_text())
              for r in range(2)]
     return ranks, torch.load(out / "weights.pt", weights_only=True)

@@ -20,6 +20,7 @@ import venv
 from pathlib import Path
 
 import pytest
+from dist_support import once_per_session
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +79,11 @@ class FreshEnv:
 
 @pytest.fixture(scope="module")
 def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
-    root = tmp_path_factory.mktemp("fresh")
+    """Made once per session (the pytest-xdist workers share it: its tests run commands in it, install nothing)."""
+    return FreshEnv(once_per_session(tmp_path_factory, "fresh-env", _make_fresh))
+
+
+def _make_fresh(root: Path) -> None:
     env = FreshEnv(root)
     src = root / "src"
     # Build from copies, so the builds leave nothing behind in the repository.
@@ -93,7 +98,6 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> FreshEnv:
     Path(purelib, "_test_environment.pth").write_text("\n".join(_site_dirs()) + "\n")
     env.run(env.python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--no-index",
             src / "ember", env.example)
-    return env
 
 
 def test_listed_by_ember_plugins(fresh: FreshEnv) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-from dist_support import SCRIPTS, load_script, needs_fsdp, run
+from dist_support import SCRIPTS, load_script, needs_fsdp, once_per_session, run
 
 import ember
 from ember.cli import main as ember_cli
@@ -27,8 +27,8 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def fsdp_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, dict, Any]:
-    out = tmp_path_factory.mktemp("fsdp")
-    run([sys.executable, str(SCRIPTS / "fsdp_job.py"), str(out)], cwd=out, timeout=180)
+    out = once_per_session(tmp_path_factory, "fsdp", lambda out: run([sys.executable, str(SCRIPTS / "fsdp_job.py"),
+                                                                       str(out)], cwd=out, timeout=180))
     return json.loads((out / "result.json").read_text()), torch.load(out / "weights.pt", weights_only=True), out
 
 

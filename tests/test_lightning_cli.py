@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from dist_support import once_per_session
 from warm import Warm
 
 pytestmark = pytest.mark.slow
@@ -34,9 +35,16 @@ def _record_on_ember(recorder: str, warm: Warm) -> dict[str, dict]:
     return module.run_scenarios("ember.lightning.pytorch", sys.executable, env, run=warm.run)
 
 
+def _recorded_once(factory: pytest.TempPathFactory, recorder: str, warm: Warm) -> dict[str, dict]:
+    """The scenarios run once per session, not once per pytest-xdist worker that runs one of them."""
+    out = once_per_session(factory, recorder, lambda out: (out / "record.json").write_text(
+        json.dumps(_record_on_ember(recorder, warm))))
+    return json.loads((out / "record.json").read_text())
+
+
 @pytest.fixture(scope="module")
-def ember_record(warm_python: Warm) -> dict[str, dict]:
-    return _record_on_ember("record_lightning_cli", warm_python)
+def ember_record(warm_python: Warm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    return _recorded_once(tmp_path_factory, "record_lightning_cli", warm_python)
 
 
 @pytest.mark.parametrize("scenario", sorted(FIXTURE))
@@ -45,8 +53,8 @@ def test_same_as_lightning(ember_record: dict[str, dict], scenario: str) -> None
 
 
 @pytest.fixture(scope="module")
-def ember_hooks_record(warm_python: Warm) -> dict[str, dict]:
-    return _record_on_ember("record_lightning_cli_hooks", warm_python)
+def ember_hooks_record(warm_python: Warm, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    return _recorded_once(tmp_path_factory, "record_lightning_cli_hooks", warm_python)
 
 
 @pytest.mark.parametrize("scenario", sorted(HOOKS_FIXTURE))
