@@ -217,6 +217,7 @@ def test_switched_off_by_identity_without_uninstalling(fits: dict, how: str) -> 
     assert fits["still installed"] == "0.1.0"
 
 
+@pytest.mark.extended  # selection by name is held in every run by the fits above; this adds the CLI and tracing
 def test_selected_by_name_from_the_cli_and_traced(fresh: FreshEnv, tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
     out = fresh.run(fresh.bin / "ember", "demo", "--precision", "tf32", "--max-epochs", "1",
@@ -232,6 +233,7 @@ def test_selected_by_name_from_the_cli_and_traced(fresh: FreshEnv, tmp_path: Pat
     assert not (tmp_path / "run_summary.json").exists()
 
 
+@pytest.mark.extended  # ember.testing in a fresh pytest session is held in every run by tests/test_testing_helpers.py
 def test_the_example_packages_own_tests_pass_with_ember_testing(fresh: FreshEnv) -> None:
     proc = fresh.run(fresh.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=fresh.example)
     summary = proc.stdout.strip().splitlines()[-1]

@@ -27,7 +27,6 @@ def _in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.extended  # two nodes are in every run under ember run (tests/test_multinode.py)
 def test_two_nodes_on_loopback_with_torchrun(tmp_path: Path) -> None:
     port, run_id = free_port(), uuid.uuid4().hex[:8]
     jobs = [Job([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",

@@ -48,8 +48,8 @@ def start_two_nodes(launcher: str, tmp_path: Path, script: list[str]) -> list[Jo
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", [pytest.param(name, marks=[pytest.mark.extended] if name == "torchrun" else [])
-                                      for name in LAUNCHERS])
+@pytest.mark.extended  # two nodes are in every run under torchrun on loopback (tests/test_launch.py)
+@pytest.mark.parametrize("launcher", list(LAUNCHERS))
 def test_two_nodes_of_two_processes_train_the_weights_of_one_process(tmp_path: Path, launcher: str) -> None:
     jobs = start_two_nodes(launcher, tmp_path, [str(SCRIPTS / "nodes_job.py"), str(tmp_path)])
     for job in jobs:

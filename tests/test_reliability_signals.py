@@ -119,6 +119,7 @@ def test_ctrl_c_stops_saves_runs_on_exception_and_raises_keyboard_interrupt(proj
     assert safe_load(str(last))["loops"]["fit"]["phase"] in ("batch", "epoch_start")
 
 
+@pytest.mark.extended  # the interrupt path with checkpointing is held by the test above in every run
 def test_ctrl_c_without_checkpointing_raises_too(project: Path) -> None:
     proc = start(project, "slowjob.py", "off", "-1")
     wait_started(proc, project)

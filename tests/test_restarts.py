@@ -1,7 +1,7 @@
 """Fault-tolerant runs: ``ember run --max-restarts N`` starts the group again after a worker dies, and the fit
 resumes from the run's newest checkpoint by itself, with the weights an uninterrupted run ends with.
 
-Real processes: 2 gloo workers; rank 1 SIGKILLs itself at a random step, in three attempts of one job
+Real processes: 2 gloo workers; rank 1 SIGKILLs itself at a random step, in two of the three attempts of one job
 (tests/multiprocess/restart_job.py). Each restart's time from the kill to the resumed step is printed.
 """
 
@@ -32,7 +32,7 @@ def _ember_run(out: Path, kills: list[int], max_restarts: int) -> Job:
 
 @pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_fit_ends_with_the_uninterrupted_weights(tmp_path: Path) -> None:
-    kills = sorted(random.sample(range(1, 12), 3))  # global steps 1..11 of 12
+    kills = sorted(random.sample(range(1, 12), 2))  # global steps 1..11 of 12: two restarts, each from its checkpoint
     # another run of the same name, whose newest-looking checkpoint must neither be resumed from nor touched
     other = tmp_path / "faulty" / "ember_logs" / "version_0" / "checkpoints" / "last.ckpt"
     other.parent.mkdir(parents=True)
@@ -44,13 +44,13 @@ def test_a_killed_worker_is_restarted_and_the_fit_ends_with_the_uninterrupted_we
     ref_code, ref_log = reference.wait(timeout=240)
     assert code == 0, f"kills at steps {kills}:\n{log}"
     assert ref_code == 0, ref_log
-    assert log.count("was killed by SIGKILL; stopping the others and starting the group again") == 3, log
-    for attempt in (1, 2, 3):
+    assert log.count("was killed by SIGKILL; stopping the others and starting the group again") == 2, log
+    for attempt in (1, 2):
         assert f"(restart {attempt} of 3)" in log
 
     out = tmp_path / "faulty"
-    resumed = [json.loads((out / f"start-{a}.json").read_text()) for a in (1, 2, 3)]
-    killed = [json.loads((out / f"kill-{a}.json").read_text()) for a in (0, 1, 2)]
+    resumed = [json.loads((out / f"start-{a}.json").read_text()) for a in (1, 2)]
+    killed = [json.loads((out / f"kill-{a}.json").read_text()) for a in (0, 1)]
     delays = [round(s["time"] - k["time"], 1) for k, s in zip(killed, resumed, strict=True)]
     starts = [round(s["time"] - s["process_started"], 1) for s in resumed]
     print(f"kills at steps {kills}: kill to resumed step {delays} s, of which process start to step {starts} s")

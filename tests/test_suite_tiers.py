@@ -31,8 +31,6 @@ def test_extended_tests_are_deselected_by_default_and_run_with_the_option(warm_p
     extended, _ = collected(warm_python, "--extended")
     assert sorted(extended) == [f"{TARGET}::test_workers_die_with_their_launcher[15]",
                                 f"{TARGET}::test_workers_die_with_their_launcher[9]"]
-    alone, _ = collected(warm_python, "-m", "extended")
-    assert alone == [f"{TARGET}::test_workers_die_with_their_launcher[15]"]
 
 
 def test_ci_runs_the_readmes_test_command_without_the_extended_tests() -> None:
