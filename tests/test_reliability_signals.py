@@ -147,6 +147,7 @@ def test_a_second_ctrl_c_stops_at_once(project: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # SIGTERM mid-epoch saves and exits 143 in every run: tests/test_checkpoint_kill.py
 def test_sigterm_saves_and_exits_143(project: Path) -> None:
     proc = start(project, "slowjob.py", "on", "-1")
     wait_started(proc, project)

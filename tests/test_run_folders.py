@@ -393,6 +393,7 @@ def test_logger_attributes_match_lightning(tmp_path, kind):
 
 
 @pytest.mark.slow  # W&B starts a service process
+@pytest.mark.extended  # each logger's run folder is read back in every run by tests/test_mlflow_wandb.py
 @pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")  # inside MLflow's store
 def test_mlflow_and_wandb_loggers_have_the_same_surface(tmp_path, monkeypatch):
     pytest.importorskip("mlflow")

@@ -115,9 +115,15 @@ def _peak(trial: Any) -> int:
 
 
 def _free() -> None:
+    """Release what the failed trial held. The collection also finalises other code's garbage: an unclosed file
+    left by anything earlier in the process warns (ResourceWarning) here, which under ``-W error`` would stop the
+    search for a reason that is not the tuner's; those warnings are not given from this collection."""
     import gc
+    import warnings
 
-    gc.collect()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
