@@ -43,16 +43,25 @@ def once_per_session(factory: pytest.TempPathFactory, name: str, job: Callable[[
     once per pytest-xdist worker that runs one of the module's tests, and worksteal spreads a module's tests over
     both: a multi-process job behind such a fixture ran twice. The first worker to ask runs it in a folder of the
     session's shared temporary root; another waits for it and reads the same folder (its tests only read it)."""
+    base = factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: <session root>/popen-gwN
+    return _once(root / f"shared-{name}", job)
+
+
+def _once(out: pathlib.Path, job: Callable[[pathlib.Path], object]) -> pathlib.Path:
+    """``out``, filled by ``job(out)`` unless a process before this one completed it: the first to take the lock
+    beside it runs the job, the others wait and find it done (a failed attempt is run afresh by the next)."""
     import fcntl
     import shutil
 
-    base = factory.getbasetemp()
-    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # xdist: <session root>/popen-gwN
-    out, done = root / f"shared-{name}", root / f"shared-{name}.done"
-    with open(root / f"shared-{name}.lock", "w") as lock:
+    done = out.with_name(out.name + ".done")
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():  # first, or an earlier attempt failed: run it afresh
-            shutil.rmtree(out, ignore_errors=True)
+        if not done.exists():
+            if out.is_dir():
+                shutil.rmtree(out)
+            else:
+                out.unlink(missing_ok=True)  # a file of an older layout
             out.mkdir(parents=True)
             job(out)
             done.touch()
@@ -63,7 +72,6 @@ def _probe_once(script: str) -> str:
     """The last line ``SCRIPTS/script`` prints, run once per interpreter, torch and probe, not once per test
     process: pytest-xdist's workers each collect the suite, and the probe starts three processes that import
     torch. The answer is kept in the temporary directory under a key of everything it depends on."""
-    import fcntl
     import hashlib
     import tempfile
 
@@ -73,15 +81,13 @@ def _probe_once(script: str) -> str:
 
     key = hashlib.sha256("\0".join([sys.executable, torch.__version__, (SCRIPTS / script).read_text(),
                                      pathlib.Path(fsdp.__file__).read_text()]).encode()).hexdigest()[:16]
-    answer = pathlib.Path(tempfile.gettempdir()) / f"ember-tests-{pathlib.Path(script).stem}-{key}"
-    with open(answer.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits for the first one's answer
-        if not answer.exists():
-            out = run([sys.executable, str(SCRIPTS / script), str(free_port())], cwd=SCRIPTS, timeout=120)
-            tmp = answer.with_suffix(f".{os.getpid()}")
-            tmp.write_text(out.strip().splitlines()[-1])
-            os.replace(tmp, answer)
-        return answer.read_text()
+
+    def probe(out: pathlib.Path) -> None:
+        printed = run([sys.executable, str(SCRIPTS / script), str(free_port())], cwd=SCRIPTS, timeout=120)
+        (out / "answer").write_text(printed.strip().splitlines()[-1])
+
+    folder = pathlib.Path(tempfile.gettempdir()) / f"ember-tests-{pathlib.Path(script).stem}-{key}"
+    return (_once(folder, probe) / "answer").read_text()
 
 
 #: For tests of strategy.fsdp and sharded checkpoints: they skip, saying why, on a torch without it.

@@ -77,6 +77,9 @@ class _Pickler(pickle.Pickler):
         return "trainer" if obj is self._trainer else None
 
 
+# safe: reads only the payload this process's parent pickled in memory a moment before (the user's own model,
+# loaders and arguments, as torch.multiprocessing pickles a spawn target's arguments); never a file. What comes
+# back from the processes is loaded with weights_only=True (below).
 class _Unpickler(pickle.Unpickler):
     def persistent_load(self, pid: Any) -> Any:
         return None
@@ -126,7 +129,7 @@ def _picklable(obj: Any, trainer: Any) -> bool:
 
 
 def unpack(payload: bytes | dict[str, Any]) -> dict[str, Any]:
-    return _Unpickler(io.BytesIO(payload)).load() if isinstance(payload, bytes) else payload
+    return _Unpickler(io.BytesIO(payload)).load() if isinstance(payload, bytes) else payload  # safe: see _Unpickler
 
 
 def _rng_states() -> dict[str, Any]:
