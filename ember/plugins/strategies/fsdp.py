@@ -126,7 +126,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         ProcessGroupStrategy.check_available(config)
         # fully_shard is public in torch.distributed.fsdp from torch 2.6; the version says so without importing FSDP,
         # which takes seconds (``ember plugins`` asks every plugin)
-        if torch.torch_version.TorchVersion(torch.__version__) < (2, 6):
+        if torch.torch_version.TorchVersion(torch.__version__) < "2.6":
             raise ConfigurationError(f"strategy='fsdp' needs torch.distributed.fsdp.fully_shard, which torch "
                                      f"{torch.__version__} lacks: install torch >= 2.6, or use strategy='ddp'.")
 
