@@ -171,6 +171,10 @@ class TrainingLoop:
             batch = transfer(batch, 0)
             if h.on_train_batch_start is not None:
                 if -1 in h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx):
+                    if automatic and t.lr_scheduler_configs:  # as in Lightning, the skipped batch ends the epoch
+                        schedulers.step(self, "step")  # and counts as its last: both intervals step
+                        schedulers.step(self, "epoch")
+                        scheds_stepped = True
                     break
             step_before = p.global_step
             outputs = step_fn(batch, batch_idx, is_last)
@@ -207,8 +211,8 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
-        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch (they stepped then);
-        # one that ended early (max_steps, -1 from on_train_batch_start, a stop) steps none of them.
+        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch, or that -1 from
+        # on_train_batch_start ended (they stepped then); one that ended early otherwise (max_steps, a stop) steps none.
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
