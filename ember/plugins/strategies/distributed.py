@@ -42,6 +42,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies.sampler import shard_loader
+from ember.plugins.strategies.surface import StrategySurface
 
 #: How long a collective may wait for the other ranks before it fails (torch's own default).
 DEFAULT_TIMEOUT = timedelta(minutes=30)
@@ -183,7 +184,7 @@ def _release_groups(groups: list[Any] | None = None) -> None:
     handles.clear()
 
 
-class ProcessGroupStrategy:
+class ProcessGroupStrategy(StrategySurface):
     """Base of the multi-process strategies; see the module docstring."""
 
     role = "strategy"
