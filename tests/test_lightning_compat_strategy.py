@@ -196,3 +196,23 @@ def test_a_callback_has_lightnings_callback_methods_and_may_still_implement_modu
 
     ember.Trainer(**QUIET, callbacks=[Own()]).validate(Regressor(), loader(1), verbose=False)
     assert seen == ["on_validation_model_eval"]
+
+
+def test_a_lightning_strategy_object_answers_the_same() -> None:
+    from ember.lightning.pytorch.strategies import SingleDeviceStrategy as LightningSingle
+
+    connected: list[str] = []
+
+    class Mine(LightningSingle):
+        def connect(self, model: Any) -> None:
+            connected.append(type(model).__name__)
+            super().connect(model)
+
+    trainer = ember.Trainer(**QUIET, max_epochs=1, strategy=Mine())
+    model = Regressor()
+    trainer.strategy.connect(model)
+    assert trainer.lightning_module is model and trainer.strategy.lightning_module is model
+    assert trainer.strategy.precision_plugin is trainer.precision_plugin
+    assert trainer.strategy.root_device == torch.device("cpu")
+    trainer.fit(model, loader())
+    assert connected == ["Regressor", "Regressor"] and trainer.strategy.optimizers == trainer.optimizers
