@@ -224,7 +224,8 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        module.zero_grad()
+        if resume is None:  # (a fit resumed inside an accumulation window carries its restored gradients)
+            module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
         self.sanity_check()
