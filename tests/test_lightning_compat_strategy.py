@@ -216,3 +216,45 @@ def test_a_lightning_strategy_object_answers_the_same() -> None:
     assert trainer.strategy.root_device == torch.device("cpu")
     trainer.fit(model, loader())
     assert connected == ["Regressor", "Regressor"] and trainer.strategy.optimizers == trainer.optimizers
+
+
+# -- collectives with Lightning's arguments ----------------------------------------------------------------
+class Collectives(Regressor):
+    """Calls trainer.strategy's collectives as Lightning code does, and logs what they answered."""
+
+    def on_train_start(self) -> None:
+        strategy, rank = self.trainer.strategy, self.trainer.global_rank
+        strategy.barrier()
+        strategy.barrier("named")
+        self.answers = {
+            "summed": strategy.reduce(torch.tensor(float(rank + 1)), reduce_op="sum"),
+            "mean": strategy.reduce(torch.tensor(float(rank + 1))),
+            "from_last": float(strategy.broadcast(self.trainer.world_size - 1 - rank, src=0)),
+            "any_zero": float(strategy.reduce_boolean_decision(rank == 0, all=False)),
+            "all_zero": float(strategy.reduce_boolean_decision(rank == 0)),
+            "gathered": float(strategy.all_gather(torch.tensor([float(rank)])).sum()),
+        }
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.log_dict({k: torch.as_tensor(v, dtype=torch.float32) for k, v in self.answers.items()})
+        return super().training_step(batch, batch_idx)
+
+
+def test_collectives_take_lightnings_arguments_in_one_process() -> None:
+    trainer = ember.Trainer(**QUIET, max_epochs=1, limit_val_batches=0)
+    strategy = trainer.strategy
+    assert strategy.reduce(torch.tensor(2.0), reduce_op="sum") == 2.0 and strategy.broadcast("x") == "x"
+    assert strategy.reduce_boolean_decision(True) is True and strategy.barrier() is None  # outside a run too
+    trainer.fit(Collectives(), loader(1))
+    got = {k: v.item() for k, v in trainer.callback_metrics.items()}
+    assert got == {"summed": 1.0, "mean": 1.0, "from_last": 0.0, "any_zero": 1.0, "all_zero": 1.0, "gathered": 0.0}
+    with pytest.raises(ValueError, match="reduce_op='median'"):
+        strategy.reduce(torch.tensor(1.0), reduce_op="median")
+
+
+@pytest.mark.slow
+def test_collectives_take_lightnings_arguments_in_a_group_of_two() -> None:
+    trainer = ember.Trainer(**QUIET, strategy="ddp_spawn", devices=2, max_epochs=1, limit_val_batches=0)
+    trainer.fit(Collectives(), loader(2))
+    got = {k: v.item() for k, v in trainer.callback_metrics.items()}
+    assert got == {"summed": 3.0, "mean": 1.5, "from_last": 1.0, "any_zero": 1.0, "all_zero": 0.0, "gathered": 1.0}

@@ -5,12 +5,13 @@ Each answer is read from the Trainer that selected the strategy (:func:`ember.co
 trainer_of`) when it is asked for, so nothing is kept up to date during a run. A strategy plugin that is no
 Trainer's (made by hand, never passed to one) answers as a fresh Lightning strategy does: the CPU, no module.
 
-The names are Lightning's, and two of them are also names of ember's role hooks: ``root_device`` and ``backward``.
-Here they are the Lightning attributes; a strategy plugin built on this class that answers one of those hooks
-names its method otherwise and marks it ``@ember.hookimpl(specname="root_device")``. The strategy role hooks that
-ember's strategies answer under their own names (``reduce``, ``barrier``, ``broadcast``, ``all_gather``,
-``process_dataloader``, ``setup_environment``, ``teardown``, ...) take ember's arguments (the trainer first) and are
-not part of this surface.
+The names are Lightning's, and some are also names of ember's role hooks: ``root_device``, ``backward`` and the
+collectives ``reduce``, ``all_gather``, ``broadcast``, ``barrier`` and ``reduce_boolean_decision``. Here they are
+Lightning's attributes and methods, with Lightning's arguments (``strategy.barrier()``, ``strategy.reduce(tensor,
+reduce_op="sum")``, each a collective that runs the Trainer's hook); a strategy plugin built on this class answers
+those hooks under other method names, marked ``@ember.hookimpl(specname="reduce")``. Its other role hooks
+(``process_dataloader``, ``setup_environment``, ``model_sharded_context``, ``save_checkpoint``, ...) take ember's
+arguments, the trainer first, and are not part of this surface.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import torch
 
 from ember.core.api.role_plugins import trainer_of
 from ember.core.errors import ConfigurationError
+
+#: Lightning's ``reduce_op`` names -> the ``reduce`` hook's.
+_OPS = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
 
 class StrategySurface:
@@ -112,7 +116,42 @@ class StrategySurface:
         module = self.lightning_module
         return module.state_dict() if module is not None else {}
 
+    # -- collectives, with Lightning's arguments: call each on every process ------------------------------------
+    def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
+        """``tensor`` reduced over the processes (``"mean"``, ``"sum"``, ``"max"``, ``"min"``; a ``ReduceOp``
+        too); a tensor of one process comes back as it is."""
+        op = str(reduce_op).lower().rsplit(".", 1)[-1]
+        if op not in _OPS:
+            raise ValueError(f"{type(self).__name__}.reduce(reduce_op={reduce_op!r}): expected one of "
+                             f"{', '.join(sorted(_OPS))}.")
+        return self._collective("reduce", tensor, tensor=tensor, op=_OPS[op]) if isinstance(tensor, torch.Tensor) \
+            else tensor
+
+    def all_gather(self, tensor: torch.Tensor, group: Any = None, sync_grads: bool = False) -> torch.Tensor:
+        """Every process's ``tensor``, stacked along a new first dimension (as the ``all_gather`` hook gives it)."""
+        alone = tensor.unsqueeze(0) if isinstance(tensor, torch.Tensor) else tensor
+        return self._collective("all_gather", alone, tensor=tensor, sync_grads=sync_grads)  # type: ignore[no-any-return]
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        """Process ``src``'s ``obj``, on every process."""
+        return self._collective("broadcast", obj, obj=obj, src=src)
+
+    def barrier(self, name: str | None = None) -> None:
+        """Wait until every process is here."""
+        self._collective("barrier", None, name=name)
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """Every process's decision (``all=True``) or any process's."""
+        return bool(self._collective("reduce_boolean_decision", decision, decision=decision, all=all))
+
     # -- helpers --------------------------------------------------------------------------------------------
+    def _collective(self, hook: str, alone: Any, **arguments: Any) -> Any:
+        """The Trainer's ``hook`` during a run; ``alone`` (one process's answer) outside one."""
+        trainer = trainer_of(self)
+        if trainer is None or trainer.state.status != "running":
+            return alone
+        return trainer.hook.call(hook, trainer=trainer, **arguments)
+
     def _own_trainer(self, what: str) -> Any:
         trainer = trainer_of(self)
         if trainer is None:
