@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -74,18 +75,34 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+#: Where the few-workers check reads the CPU count, when not :func:`available_cpus` (see :func:`count_cpus_with`).
+_cpu_counter: Callable[[], int] | None = None
+
+
+def count_cpus_with(counter: Callable[[], int] | None) -> Callable[[], int] | None:
+    """From now on in this process, the few-workers check asks ``counter()`` for the CPUs it may suggest workers
+    for (None: :func:`available_cpus`). The Lightning layer routes it through Lightning's function of that name, so
+    that code which fakes the CPU count there (a test patching it) is heard. Returns the counter set before."""
+    global _cpu_counter
+    before, _cpu_counter = _cpu_counter, counter
+    return before
+
+
 def _few_workers(trainer: TrainerLike, loader: Any, name: str) -> None:
     """A ``DataLoader`` that loads in the training process (fewer than 2 workers) while CPUs are free for workers:
-    say so once per run and loader, as Lightning does (a likely bottleneck, rarely intended past a first try)."""
+    say so once per loader as a stage sets up, as Lightning does (a likely bottleneck, rarely intended past a first
+    try)."""
     if not isinstance(loader, torch.utils.data.DataLoader) or loader.num_workers >= 2:
         return
     per_node = max(1, trainer.world_size // max(1, trainer.config.num_nodes))
-    suggested = max(1, available_cpus() // per_node - 1)  # one CPU left for the training process
+    cpus = available_cpus() if _cpu_counter is None else _cpu_counter()
+    suggested = max(1, cpus // per_node - 1)  # one CPU left for the training process
     if suggested > 1:
-        warn_user(f"The '{name}' does not have many workers which may be a bottleneck: it loads its batches with "
-                  f"num_workers={loader.num_workers}, in the training process, while {suggested} CPUs could load "
-                  f"them in parallel. Consider DataLoader(num_workers={suggested}) to improve performance.",
-                  PossibleUserWarning)
+        where = "the training process" if loader.num_workers == 0 else "a single worker process"
+        warn_user(f"The '{name}' does not have many workers (DataLoader(num_workers={loader.num_workers})): its "
+                  f"batches are loaded one at a time in {where} and the model may wait for them, while "
+                  f"{suggested} CPUs are free to load them in parallel. Pass DataLoader(num_workers={suggested}) "
+                  "(or as many as the dataset's __getitem__ needs) to keep the model busy.", PossibleUserWarning)
 
 
 def sequential(loader: Any, stage: str) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch.utils.data import IterableDataset
 
+from ember.core.loop import data as _loop_data
 from ember.lightning.pytorch.utilities.combined_loader import sized_len
 
 __all__ = ["has_iterable_dataset", "has_len", "sized_len"]
@@ -20,3 +21,20 @@ def has_len(dataloader: object) -> bool:
     if length == 0:
         raise ValueError(f"{type(dataloader).__name__} has no batches (len() is 0).")
     return length is not None
+
+
+
+def _num_cpus_available() -> int:
+    """The CPUs this process may run on (ember's count). A script that takes Lightning's ``Trainer`` has the
+    few-workers check count them through this name (:func:`route_cpu_count`), so that patching it is heard."""
+    return _loop_data.available_cpus()
+
+
+def _cpus_by_this_name() -> int:
+    return _num_cpus_available()  # the module's attribute when called: a patched function is the one used
+
+
+def route_cpu_count() -> None:
+    """From now on in this process, the few-workers check counts CPUs through :func:`_num_cpus_available` (done
+    when Lightning's ``Trainer`` is taken, see :func:`ember.lightning._names.lightning_trainer`)."""
+    _loop_data.count_cpus_with(_cpus_by_this_name)
