@@ -1,9 +1,11 @@
 """The warnings Lightning users rely on, given by ember in its own words: a loader with few workers (with the CPU
-count read through Lightning's function of that name once Lightning's ``Trainer`` is taken), ``self.log`` on a
-module no Trainer runs, and ``self.log(..., logger=True)`` on a Trainer without a logger."""
+count read through Lightning's function of that name once Lightning's ``Trainer`` is taken), spawned workers that
+are not kept, pinned persistent workers with reloading, ``self.log`` on a module no Trainer runs, and
+``self.log(..., logger=True)`` on a Trainer without a logger."""
 
 from __future__ import annotations
 
+import multiprocessing
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -96,6 +98,37 @@ def test_ember_names_count_the_cpus_themselves() -> None:
     finally:
         data.count_cpus_with(before)
     assert not [m for m in messages if "does not have many workers" in m]
+
+
+def test_spawned_workers_that_are_not_kept_are_named() -> None:
+    spawn = multiprocessing.get_context("spawn")
+
+    def fit(**loader_args: Any) -> list[str]:
+        data = DataLoader(tiny_dataset(n=8), batch_size=4, num_workers=1, multiprocessing_context=spawn,
+                          **loader_args)
+        return caught(lambda: ember.Trainer(**QUIET, limit_train_batches=1).fit(TinyClassifier(), data))
+
+    found = [m for m in fit() if "Consider setting `persistent_workers=True`" in m]
+    assert len(found) == 1 and "The 'train_dataloader' starts DataLoader(num_workers=1) workers with the 'spawn'" \
+        in found[0]
+    assert not [m for m in fit(persistent_workers=True) if "persistent_workers=True`" in m]
+
+
+def test_pinned_persistent_workers_with_reloading_are_named() -> None:
+    def fit(reload: int) -> list[str]:
+        data = DataLoader(tiny_dataset(n=8), batch_size=4, num_workers=1, persistent_workers=True, pin_memory=True)
+        trainer = ember.Trainer(**QUIET, limit_train_batches=1, reload_dataloaders_every_n_epochs=reload)
+        return caught(lambda: trainer.fit(TinyClassifier(), data))
+
+    found = [m for m in fit(1) if "DataLoader(pin_memory=True, persistent_workers=True)" in m]
+    assert len(found) == 1 and "reload_dataloaders_every_n_epochs=1" in found[0] and "pin_memory=False" in found[0]
+    assert not [m for m in fit(0) if "pin_memory=True, persistent_workers=True" in m]
+
+
+def test_the_check_leaves_the_start_method_unfixed() -> None:
+    before = multiprocessing.get_start_method(allow_none=True)
+    ember.Trainer(**QUIET, limit_train_batches=1).fit(TinyClassifier(), loader())
+    assert multiprocessing.get_start_method(allow_none=True) == before
 
 
 # -- self.log ---------------------------------------------------------------------------------------------------
