@@ -167,3 +167,21 @@ def test_log_asking_for_a_logger_on_a_trainer_without_one_warns_once_per_name(tm
         trainer = ember.Trainer(**{**QUIET, **kwargs}, limit_train_batches=2)
         messages = caught(lambda: trainer.fit(LogsToLogger(**log_args), loader()))  # noqa: B023
         assert not [m for m in messages if "but have no logger" in m], log_args
+
+
+@pytest.mark.parametrize("hook", ["setup", "configure_optimizers", "on_fit_start"])
+def test_log_where_a_running_fit_collects_nothing_says_so(hook: str) -> None:
+    from ember.core.errors import ConfigurationError
+
+    class LogsEarly(TinyClassifier):
+        pass
+
+    def logs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        self.log("early", 1.0)
+        return getattr(TinyClassifier, hook)(self, *args, **kwargs) if hasattr(TinyClassifier, hook) else None
+
+    setattr(LogsEarly, hook, logs)
+    with pytest.raises(ConfigurationError, match=r"You can't `self\.log\('early', \.\.\.\)` here: it was called "
+                                                 r"while trainer\.fit\(\) runs but outside its epoch loops") as error:
+        ember.Trainer(**QUIET).fit(LogsEarly(), loader())
+    assert isinstance(error.value, RuntimeError)  # what it raised before

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from ember.hookspecs import TrainerLike
 
 
+class LogRefused(ConfigurationError, RuntimeError):
+    """``self.log`` called where a running Trainer collects no metrics (a ``RuntimeError`` too, as it was)."""
+
+
 class MetricLog:
     """The metrics of one trainer: ``callback_metrics``, ``logged_metrics`` and the progress bar's."""
 
@@ -48,6 +52,14 @@ class MetricLog:
             if self.trainer.state.stage == "predict":
                 raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
                                    "the value from predict_step instead (trainer.predict returns the outputs).")
+            state = self.trainer.state
+            if state.status == "running":
+                raise LogRefused(
+                    f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
+                    "outside its epoch loops (in setup, configure_model, configure_optimizers, prepare_data, "
+                    "on_fit_start, on_sanity_check_start or a *_dataloader method, for example), where no metrics "
+                    "are collected. Log it from a step or a batch or epoch hook, or write to the logger directly "
+                    "(self.logger.experiment).")
             raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
         several = ctx.num_dataloaders > 1 and add_dataloader_idx
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
