@@ -131,6 +131,17 @@ def test_the_check_leaves_the_start_method_unfixed() -> None:
     assert multiprocessing.get_start_method(allow_none=True) == before
 
 
+def test_an_evaluation_loader_without_batches_is_named() -> None:
+    empty = DataLoader(tiny_dataset(n=3), batch_size=4, drop_last=True)  # smaller than one batch
+    trainer = ember.Trainer(**QUIET)
+    fit = caught(lambda: trainer.fit(Evaluated(), loader(), empty))
+    assert [m for m in fit if m.startswith("The 'val_dataloader' has no batches (len() is 0)")]
+    test = caught(lambda: trainer.test(Evaluated(), empty, verbose=False))
+    assert [m for m in test if "The 'test_dataloader' has no batches" in m and "no test step runs on it" in m]
+    skipped = caught(lambda: ember.Trainer(**QUIET, limit_val_batches=0).fit(Evaluated(), loader(), empty))
+    assert not [m for m in skipped if "has no batches" in m]  # validation switched off on purpose
+
+
 # -- self.log ---------------------------------------------------------------------------------------------------
 def test_log_on_a_module_no_trainer_runs_warns_and_drops_the_value() -> None:
     model = TinyClassifier()

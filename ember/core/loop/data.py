@@ -58,6 +58,10 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
 def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
     if trainer.is_global_zero:
         _check_workers(trainer, loader, LOADER_METHODS[stage])
+        if stage != "train" and length(loader) == 0 and getattr(trainer.config, _LIMIT_ARG[stage]) != 0:
+            warn_user(f"The '{LOADER_METHODS[stage]}' has no batches (len() is 0): its dataset is empty, or smaller "
+                      f"than one batch with drop_last=True, so no {stage} step runs on it (and nothing is logged "
+                      "from it). Check the data, or pass no loader for this stage if that was the intention.")
     if trainer.config.overfit_batches and stage in ("train", "validate"):
         loader = sequential(loader, stage)
     processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
