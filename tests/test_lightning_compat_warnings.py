@@ -148,8 +148,13 @@ def test_log_on_a_module_no_trainer_runs_warns_and_drops_the_value() -> None:
     with pytest.warns(UserWarning, match=r"TinyClassifier\.log\('loss', \.\.\.\) did nothing: the `self\.trainer` "
                                          r"reference is not registered"):
         model.log("loss", 1.0)
-    with pytest.warns(UserWarning, match="reference is not registered"):
-        model.log_dict({"a": 1.0})
+    with warnings.catch_warnings(record=True) as found:
+        warnings.simplefilter("always")
+        model.log_dict({"a": 1.0, "b": 2.0})
+    assert [str(w.message) for w in found] == [
+        "TinyClassifier.log_dict(['a', 'b'], ...) did nothing: the `self.trainer` reference is not registered on this "
+        "module, because no Trainer run (fit, validate, test or predict) has it. The value is dropped; run the step "
+        "through a Trainer to record it."]  # one warning for the dictionary
     with pytest.raises(RuntimeError, match="is not attached to a `Trainer`"):  # the property itself still says so
         _ = model.trainer
 

@@ -143,9 +143,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         metric object is found by identity."""
         trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
         if trainer is None:  # a step called by hand (a unit test of training_step): nothing to record into
-            warn_user(f"{type(self).__name__}.log({name!r}, ...) did nothing: the `self.trainer` reference is not "
-                      "registered on this module, because no Trainer run (fit, validate, test or predict) has it. "
-                      "The value is dropped; run the step through a Trainer to record it.")
+            self._unattached_log(f"log({name!r}, ...)")
             return
         trainer.loop.metrics.log(
             name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
@@ -156,10 +154,18 @@ class Module(HyperparametersMixin, torch.nn.Module):
                  enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
                  add_dataloader_idx: bool = True, batch_size: int | None = None, rank_zero_only: bool = False) -> None:
         """``self.log`` for every item of ``dictionary``."""
+        if self._trainer is None:
+            self._unattached_log(f"log_dict({list(dictionary)!r}, ...)")
+            return
         for name, value in dictionary.items():
             self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
                      reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
                      add_dataloader_idx=add_dataloader_idx)
+
+    def _unattached_log(self, call: str) -> None:
+        warn_user(f"{type(self).__name__}.{call} did nothing: the `self.trainer` reference is not registered on "
+                  "this module, because no Trainer run (fit, validate, test or predict) has it. The value is "
+                  "dropped; run the step through a Trainer to record it.")
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` on global rank 0 only; through the progress bar's ``print`` where it has one (Lightning's
