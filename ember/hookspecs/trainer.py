@@ -120,8 +120,8 @@ class TrainerLike(Protocol):
     @property
     def callbacks(self) -> list[Any]: ...
 
-    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
-            on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
+            on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
             batch_size: int | None = None) -> None: ...
 
     def print(self, *args: Any, **kwargs: Any) -> None: ...

@@ -50,11 +50,14 @@ def _lightning_progress_bar() -> Any:
 def lightning_trainer() -> type:
     """ember's Trainer, as a script gets it through Lightning's names (``pl.Trainer``, ``from lightning.pytorch
     import Trainer``): from then on in this process, the default progress bar (``enable_progress_bar=True``) is
-    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), as the Lightning
+    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), and the
+    few-workers check counts CPUs through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning
     code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
+    from ember.lightning.fabric.utilities.data import route_cpu_count
 
     if options.substitute_for("progress.tqdm") is None:
         options.substitute("progress.tqdm", _lightning_progress_bar)
+    route_cpu_count()
     return Trainer

@@ -41,8 +41,8 @@ def _trainer_for(call: str) -> RunningTrainer:
     return trainer
 
 
-def log(name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
-        on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+def log(name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
+        on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
         batch_size: int | None = None) -> None:
     """Record a metric in the running trainer: ``ember.Module.log`` for any module (see docs/logging.md).
     Defaults follow Lightning: per step in training, per epoch (mean over batches, weighted by batch size) in
@@ -52,7 +52,7 @@ def log(name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_s
         sync_dist=sync_dist, batch_size=batch_size)
 
 
-def log_dict(dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
+def log_dict(dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool | None = None,
              on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
              sync_dist: bool = False, batch_size: int | None = None) -> None:
     """``ember.log`` for every item of ``dictionary``."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core.api.hparams import AttributeDict, HyperparametersMixin
+from ember.core.errors import warn_user
 from ember.core.hooks.plugin_manager import EVENT_HOOKS, NOT_CALLED
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
@@ -129,7 +130,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         return self.train()
 
     # -- logging -----------------------------------------------------------------------------------------
-    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
             enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
             add_dataloader_idx: bool = True, batch_size: int | None = None, metric_attribute: str | None = None,
@@ -141,21 +142,30 @@ class Module(HyperparametersMixin, torch.nn.Module):
         Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
         metric object is found by identity."""
         trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
-        if trainer is None:
-            trainer = self.trainer
+        if trainer is None:  # a step called by hand (a unit test of training_step): nothing to record into
+            self._unattached_log(f"log({name!r}, ...)")
+            return
         trainer.loop.metrics.log(
             name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
             sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
 
-    def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
+    def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool | None = None,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
                  enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
                  add_dataloader_idx: bool = True, batch_size: int | None = None, rank_zero_only: bool = False) -> None:
         """``self.log`` for every item of ``dictionary``."""
+        if self._trainer is None:
+            self._unattached_log(f"log_dict({list(dictionary)!r}, ...)")
+            return
         for name, value in dictionary.items():
             self.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,
                      reduce_fx=reduce_fx, sync_dist=sync_dist, batch_size=batch_size,
                      add_dataloader_idx=add_dataloader_idx)
+
+    def _unattached_log(self, call: str) -> None:
+        warn_user(f"{type(self).__name__}.{call} did nothing: the `self.trainer` reference is not registered on "
+                  "this module, because no Trainer run (fit, validate, test or predict) has it. The value is "
+                  "dropped; run the step through a Trainer to record it.")
 
     def print(self, *args: Any, **kwargs: Any) -> None:
         """``print`` on global rank 0 only; through the progress bar's ``print`` where it has one (Lightning's

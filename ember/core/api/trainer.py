@@ -459,8 +459,8 @@ class Trainer(TrainerProperties):
         exc.add_note(f"Raised inside the plugin {name!r} from {origin}. {discovery.switch_off_hint(name, dist)}")
 
     # -- for plugins and users -------------------------------------------------------------------------
-    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
-            on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
+            on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
             batch_size: int | None = None) -> None:
         """Record a metric from a plugin or callback; the same options and defaults as ``module.log``."""
         self.loop.metrics.log(name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch,

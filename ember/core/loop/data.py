@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import re
 import signal
 import warnings
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -55,7 +57,11 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
 
 def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
     if trainer.is_global_zero:
-        _few_workers(trainer, loader, LOADER_METHODS[stage])
+        _check_workers(trainer, loader, LOADER_METHODS[stage])
+        if stage != "train" and length(loader) == 0 and getattr(trainer.config, _LIMIT_ARG[stage]) != 0:
+            warn_user(f"The '{LOADER_METHODS[stage]}' has no batches (len() is 0): its dataset is empty, or smaller "
+                      f"than one batch with drop_last=True, so no {stage} step runs on it (and nothing is logged "
+                      "from it). Check the data, or pass no loader for this stage if that was the intention.")
     if trainer.config.overfit_batches and stage in ("train", "validate"):
         loader = sequential(loader, stage)
     processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
@@ -74,18 +80,55 @@ def available_cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _few_workers(trainer: TrainerLike, loader: Any, name: str) -> None:
-    """A ``DataLoader`` that loads in the training process (fewer than 2 workers) while CPUs are free for workers:
-    say so once per run and loader, as Lightning does (a likely bottleneck, rarely intended past a first try)."""
-    if not isinstance(loader, torch.utils.data.DataLoader) or loader.num_workers >= 2:
+#: Where the few-workers check reads the CPU count, when not :func:`available_cpus` (see :func:`count_cpus_with`).
+_cpu_counter: Callable[[], int] | None = None
+
+
+def count_cpus_with(counter: Callable[[], int] | None) -> Callable[[], int] | None:
+    """From now on in this process, the few-workers check asks ``counter()`` for the CPUs it may suggest workers
+    for (None: :func:`available_cpus`). The Lightning layer routes it through Lightning's function of that name, so
+    that code which fakes the CPU count there (a test patching it) is heard. Returns the counter set before."""
+    global _cpu_counter
+    before, _cpu_counter = _cpu_counter, counter
+    return before
+
+
+def _check_workers(trainer: TrainerLike, loader: Any, name: str) -> None:
+    """What is likely wrong with how a ``DataLoader`` starts its workers, said once per loader as a stage sets up
+    (as Lightning does): workers started again every epoch under the ``spawn`` start method, too few workers while
+    CPUs are free (a likely bottleneck, rarely intended past a first try), pinned memory with persistent workers
+    that are rebuilt with the loader."""
+    if not isinstance(loader, torch.utils.data.DataLoader):
         return
+    context = loader.multiprocessing_context
+    # not get_start_method() alone: that would fix the process's start method, which a script may still set
+    start_method = context.get_start_method() if context is not None else \
+        multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    if loader.num_workers > 0 and start_method == "spawn" and not loader.persistent_workers:
+        warn_user(f"The '{name}' starts DataLoader(num_workers={loader.num_workers}) workers with the 'spawn' start "
+                  "method and does not keep them: every epoch starts them again, each importing your script and "
+                  "the dataset anew, which can cost more than the epoch's batches. Consider setting "
+                  "`persistent_workers=True` in the DataLoader to start them once.")
+    elif loader.num_workers < 2:
+        _few_workers(trainer, loader, name)
+    if loader.persistent_workers and loader.pin_memory and trainer.config.reload_dataloaders_every_n_epochs > 0:
+        warn_user(f"The '{name}' is a DataLoader(pin_memory=True, persistent_workers=True) and "
+                  f"Trainer(reload_dataloaders_every_n_epochs={trainer.config.reload_dataloaders_every_n_epochs}) "
+                  "asks for a new one every few epochs: PyTorch can hang or crash when such a loader is discarded "
+                  "while its workers live (https://github.com/pytorch/pytorch/issues/91252). Set pin_memory=False "
+                  "in this loader, or stop reloading it.", PossibleUserWarning)
+
+
+def _few_workers(trainer: TrainerLike, loader: torch.utils.data.DataLoader, name: str) -> None:
     per_node = max(1, trainer.world_size // max(1, trainer.config.num_nodes))
-    suggested = max(1, available_cpus() // per_node - 1)  # one CPU left for the training process
+    cpus = available_cpus() if _cpu_counter is None else _cpu_counter()
+    suggested = max(1, cpus // per_node - 1)  # one CPU left for the training process
     if suggested > 1:
-        warn_user(f"The '{name}' does not have many workers which may be a bottleneck: it loads its batches with "
-                  f"num_workers={loader.num_workers}, in the training process, while {suggested} CPUs could load "
-                  f"them in parallel. Consider DataLoader(num_workers={suggested}) to improve performance.",
-                  PossibleUserWarning)
+        where = "the training process" if loader.num_workers == 0 else "a single worker process"
+        warn_user(f"The '{name}' does not have many workers (DataLoader(num_workers={loader.num_workers})): its "
+                  f"batches are loaded one at a time in {where} and the model may wait for them, while "
+                  f"{suggested} CPUs are free to load them in parallel. Pass DataLoader(num_workers={suggested}) "
+                  "(or as many as the dataset's __getitem__ needs) to keep the model busy.", PossibleUserWarning)
 
 
 def sequential(loader: Any, stage: str) -> Any:

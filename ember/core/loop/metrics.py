@@ -14,12 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, warn_user
 from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
 from ember.core.loop.state import LogContext, Progress
 
 if TYPE_CHECKING:
     from ember.hookspecs import TrainerLike
+
+
+class LogRefused(ConfigurationError, RuntimeError):
+    """``self.log`` called where a running Trainer collects no metrics (a ``RuntimeError`` too, as it was)."""
 
 
 class MetricLog:
@@ -34,8 +38,8 @@ class MetricLog:
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
         self._batch_size: tuple[Any, float] | None = None  # (batch, its inferred size)
 
-    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True, on_step: bool | None = None,
-            on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
+            on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
             batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
         """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
         ctx = self.context
@@ -48,6 +52,14 @@ class MetricLog:
             if self.trainer.state.stage == "predict":
                 raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
                                    "the value from predict_step instead (trainer.predict returns the outputs).")
+            state = self.trainer.state
+            if state.status == "running":
+                raise LogRefused(
+                    f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
+                    "outside its epoch loops (in setup, configure_model, configure_optimizers, prepare_data, "
+                    "on_fit_start, on_sanity_check_start or a *_dataloader method, for example), where no metrics "
+                    "are collected. Log it from a step or a batch or epoch hook, or write to the logger directly "
+                    "(self.logger.experiment).")
             raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
         several = ctx.num_dataloaders > 1 and add_dataloader_idx
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
@@ -83,9 +95,16 @@ class MetricLog:
             self.publish_epoch_value(entry, entry.compute())
 
     def _new_entry(self, name: str, key: str, on_step: bool | None, on_epoch: bool | None, prog_bar: bool,
-                   logger: bool, reduce_fx: Any, sync_dist: bool, add_dataloader_idx: bool) -> MetricEntry:
+                   logger: bool | None, reduce_fx: Any, sync_dist: bool, add_dataloader_idx: bool) -> MetricEntry:
         """The entry of a name first logged in this run of the stage: its options are fixed now."""
         ctx = self.context
+        if logger is None:  # not asked for: to the loggers where there are any
+            logger = True
+        elif logger and not self.trainer.loggers:
+            warn_user(f"You called `self.log({name!r}, ..., logger=True)` but have no logger on this Trainer (it "
+                      f"was built with logger=False or an empty list), so {name!r} only reaches "
+                      "trainer.callback_metrics and trainer.logged_metrics. Pass Trainer(logger=...) (a CSVLogger, "
+                      "TensorBoardLogger, ...) to record it, or leave out logger=True.")
         d_step, d_epoch, _ = ctx.defaults
         on_step = d_step if on_step is None else on_step
         on_epoch = d_epoch if on_epoch is None else on_epoch

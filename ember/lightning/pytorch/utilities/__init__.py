@@ -165,12 +165,9 @@ def measure_flops(model: torch.nn.Module, forward_fn: Any, loss_fn: Any = None) 
 def suggested_max_num_workers(local_world_size: int) -> int:
     """A ``DataLoader(num_workers=...)`` for each of ``local_world_size`` processes on this machine: the CPU cores
     this process may use, shared out, less one for the main process, at least 1."""
-    import os
+    from ember.lightning.fabric.utilities import data  # its CPU count is the one a test can patch
 
-    if local_world_size < 1:
-        raise ValueError(f"suggested_max_num_workers(local_world_size={local_world_size}): expected >= 1.")
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cpus // local_world_size - 1)
+    return data.suggested_max_num_workers(local_world_size)
 
 
 __all__ = ["AttributeDict", "CombinedLoader",
