@@ -47,14 +47,42 @@ def _lightning_progress_bar() -> Any:
     return module.TQDMProgressBar()
 
 
+#: The folder Lightning's default logger writes its runs into (``<default_root_dir>/lightning_logs/version_<n>``).
+LIGHTNING_LOGS = "lightning_logs"
+
+
+def _lightning_tensorboard_logger() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.loggers.tensorboard").TensorBoardLogger()
+
+
+def _lightning_csv_logger() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.loggers.csv_logs").CSVLogger()
+
+
+def _lightning_model_checkpoint() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.callbacks.model_checkpoint").ModelCheckpoint()
+
+
+#: What a Trainer taken through Lightning's names switches on by default, by identity.
+LIGHTNING_DEFAULTS: dict[str, Callable[[], Any]] = {
+    "progress.tqdm": _lightning_progress_bar,
+    "callback.model-checkpoint": _lightning_model_checkpoint,
+    "logger.tensorboard": _lightning_tensorboard_logger,
+    "logger.csv": _lightning_csv_logger,
+}
+
+
 def lightning_trainer() -> type:
     """ember's Trainer, as a script gets it through Lightning's names (``pl.Trainer``, ``from lightning.pytorch
     import Trainer``): from then on in this process, the default progress bar (``enable_progress_bar=True``) is
-    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), as the Lightning
-    code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
+    checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), and
+    the default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, as
+    the Lightning code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
 
-    if options.substitute_for("progress.tqdm") is None:
-        options.substitute("progress.tqdm", _lightning_progress_bar)
+    for identity, factory in LIGHTNING_DEFAULTS.items():
+        if options.substitute_for(identity) is None:
+            options.substitute(identity, factory)
     return Trainer
