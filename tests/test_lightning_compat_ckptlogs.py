@@ -231,3 +231,15 @@ def test_overfit_batches_ignores_limits_with_a_warning() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.Trainer(**QUIET, overfit_batches=3, limit_train_batches=3)  # the same value: nothing to say
+
+
+def test_ember_loggers_count_as_lightning_loggers(tmp_path: Path) -> None:
+    from ember.plugins.loggers.tensorboard_logger import TensorBoardLogger as EmberTensorBoardLogger
+
+    assert isinstance(EmberCSVLogger(tmp_path), CSVLogger)
+    assert isinstance(EmberTensorBoardLogger(tmp_path), TensorBoardLogger)
+
+    class Mine(CSVLogger):
+        pass
+
+    assert not isinstance(EmberCSVLogger(tmp_path), Mine) and isinstance(Mine(tmp_path), CSVLogger)

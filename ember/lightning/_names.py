@@ -42,6 +42,23 @@ def unsupported(name: str, message: str, module: str = __name__) -> type:
     return type(name, (), {"__init__": __init__, "__module__": module, "__doc__": message})
 
 
+class CoversEmber(type):
+    """The metaclass of a Lightning-named subclass of an ember class that changes only defaults (a logger's
+    ``name``): every instance of the ember class counts as an instance of it, as Lightning code expects of the
+    objects ember builds (``isinstance(trainer.logger, TensorBoardLogger)``). A user's subclass of it is checked
+    as usual."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if cls.__dict__.get("_covers_ember", False):
+            return isinstance(obj, cls.__mro__[1])
+        return super().__instancecheck__(obj)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        if cls.__dict__.get("_covers_ember", False):
+            return issubclass(sub, cls.__mro__[1])
+        return super().__subclasscheck__(sub)
+
+
 def _lightning_progress_bar() -> Any:
     module = importlib.import_module("ember.lightning.pytorch.callbacks.progress.tqdm_progress")
     return module.TQDMProgressBar()

@@ -9,13 +9,16 @@ version_<n>`` unless ``name`` says otherwise, as Lightning's do (ember's own cla
 # (jsonargparse, LightningCLI) read.
 import os
 
-from ember.lightning._names import LIGHTNING_LOGS
+from ember.lightning._names import LIGHTNING_LOGS, CoversEmber
 from ember.plugins.loggers import csv_logger as _ember
 from ember.plugins.loggers.csv_logger import ExperimentWriter
 
 
-class CSVLogger(_ember.CSVLogger):
-    """ember's ``CSVLogger`` with Lightning's default ``name="lightning_logs"``."""
+class CSVLogger(_ember.CSVLogger, metaclass=CoversEmber):
+    """ember's ``CSVLogger`` with Lightning's default ``name="lightning_logs"`` (every ember ``CSVLogger`` counts as
+    an instance of it)."""
+
+    _covers_ember = True
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str | None = LIGHTNING_LOGS,
                  version: int | str | None = None, prefix: str = "",

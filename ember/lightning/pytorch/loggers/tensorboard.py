@@ -11,13 +11,16 @@ lightning_logs/version_<n>`` unless ``name`` says otherwise, as Lightning's do (
 import os
 from typing import Any
 
-from ember.lightning._names import LIGHTNING_LOGS
+from ember.lightning._names import LIGHTNING_LOGS, CoversEmber
 from ember.plugins.loggers import tensorboard_logger as _ember
 
 
-class TensorBoardLogger(_ember.TensorBoardLogger):
+class TensorBoardLogger(_ember.TensorBoardLogger, metaclass=CoversEmber):
     """ember's ``TensorBoardLogger`` with Lightning's default ``name="lightning_logs"`` (other keywords, such as
-    ember's ``hp_metric`` or ``SummaryWriter``'s, are passed on)."""
+    ember's ``hp_metric`` or ``SummaryWriter``'s, are passed on); every ember ``TensorBoardLogger`` counts as an
+    instance of it."""
+
+    _covers_ember = True
 
     def __init__(self, save_dir: str | os.PathLike | None = None, name: str | None = LIGHTNING_LOGS,
                  version: int | str | None = None, log_graph: bool = False, default_hp_metric: bool = True,
