@@ -243,3 +243,26 @@ def test_ember_loggers_count_as_lightning_loggers(tmp_path: Path) -> None:
         pass
 
     assert not isinstance(EmberCSVLogger(tmp_path), Mine) and isinstance(Mine(tmp_path), CSVLogger)
+
+
+# -- self.log ---------------------------------------------------------------------------------------------------
+def test_log_refuses_a_dataloader_suffix_in_the_name(tmp_path: Path) -> None:
+    class Suffixed(TinyClassifier):
+        def __init__(self, add: bool) -> None:
+            super().__init__()
+            self.add = add
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            self.log("foo/dataloader_idx_0", loss, add_dataloader_idx=self.add)
+            return loss
+
+    def run(add: bool) -> Any:
+        trainer = ember.Trainer(max_epochs=1, limit_train_batches=1, **{**QUIET, "logger": False},
+                                enable_checkpointing=False)
+        trainer.fit(Suffixed(add), tiny_loaders(n=32)[0])
+        return trainer
+
+    with pytest.raises(ember.ConfigurationError, match="`self.log` with the key `foo/dataloader_idx_0`"):
+        run(True)
+    assert "foo/dataloader_idx_0" in run(False).callback_metrics  # kept as it is when asked
