@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 import ember
 import ember.lightning.pytorch as pl
@@ -266,3 +267,15 @@ def test_log_refuses_a_dataloader_suffix_in_the_name(tmp_path: Path) -> None:
     with pytest.raises(ember.ConfigurationError, match="`self.log` with the key `foo/dataloader_idx_0`"):
         run(True)
     assert "foo/dataloader_idx_0" in run(False).callback_metrics  # kept as it is when asked
+
+
+def test_lightning_cli_trainer_has_lightning_defaults(tmp_path: Path) -> None:
+    from ember.lightning.pytorch.cli import LightningCLI
+
+    class Tiny(pl.LightningModule):
+        def __init__(self, width: int = 3) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(width, 1)
+
+    cli = LightningCLI(Tiny, run=False, args=["--trainer.default_root_dir", str(tmp_path)])
+    assert cli.trainer.logger.name == "lightning_logs" and cli.trainer.checkpoint_callback.save_last is None
