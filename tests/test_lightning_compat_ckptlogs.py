@@ -279,3 +279,19 @@ def test_lightning_cli_trainer_has_lightning_defaults(tmp_path: Path) -> None:
 
     cli = LightningCLI(Tiny, run=False, args=["--trainer.default_root_dir", str(tmp_path)])
     assert cli.trainer.logger.name == "lightning_logs" and cli.trainer.checkpoint_callback.save_last is None
+
+
+def test_epoch_end_value_belongs_to_every_dataloader(tmp_path: Path) -> None:
+    class TwoLoaders(TinyClassifier):
+        def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+            self.log("foo", float(dataloader_idx + 1))
+
+        def on_test_epoch_end(self) -> None:
+            self.log("foobar", 3.0)
+
+    loader = tiny_loaders(n=16)[1]
+    trainer = ember.Trainer(**{**QUIET, "logger": False}, enable_checkpointing=False, limit_test_batches=1)
+    results = trainer.test(TwoLoaders(), [loader, loader], ckpt_path="current", verbose=False)
+    # as in Lightning: no dataloader suffix on what the epoch's end logs, and it is in each dataloader's results
+    assert results == [{"foo/dataloader_idx_0": 1.0, "foobar": 3.0}, {"foo/dataloader_idx_1": 2.0, "foobar": 3.0}]
+    assert set(trainer.callback_metrics) == {"foo/dataloader_idx_0", "foo/dataloader_idx_1", "foobar"}
