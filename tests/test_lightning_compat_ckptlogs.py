@@ -295,3 +295,28 @@ def test_epoch_end_value_belongs_to_every_dataloader(tmp_path: Path) -> None:
     # as in Lightning: no dataloader suffix on what the epoch's end logs, and it is in each dataloader's results
     assert results == [{"foo/dataloader_idx_0": 1.0, "foobar": 3.0}, {"foo/dataloader_idx_1": 2.0, "foobar": 3.0}]
     assert set(trainer.callback_metrics) == {"foo/dataloader_idx_0", "foo/dataloader_idx_1", "foobar"}
+
+
+def test_log_with_logger_true_and_no_logger_warns(tmp_path: Path) -> None:
+    class Explicit(TinyClassifier):
+        def __init__(self, logger: bool | None) -> None:
+            super().__init__()
+            self.to_logger = logger
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            loss = super().training_step(batch, batch_idx)
+            self.log("epoch", -batch_idx, logger=self.to_logger)
+            return loss
+
+    def run(logger: bool | None) -> Any:
+        trainer = ember.Trainer(max_epochs=1, limit_train_batches=2, **{**QUIET, "logger": False},
+                                enable_checkpointing=False)
+        trainer.fit(Explicit(logger), tiny_loaders(n=32)[0])
+        return trainer
+
+    with pytest.warns(UserWarning, match=r"self.log\('epoch', ..., logger=True\)` but have no logger"):
+        trainer = run(True)
+    assert trainer.logged_metrics["epoch"] == -1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(None)  # the default: nothing to say

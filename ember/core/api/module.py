@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -129,7 +130,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         return self.train()
 
     # -- logging -----------------------------------------------------------------------------------------
-    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool = True,
+    def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
             enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
             add_dataloader_idx: bool = True, batch_size: int | None = None, metric_attribute: str | None = None,
@@ -139,15 +140,21 @@ class Module(HyperparametersMixin, torch.nn.Module):
         ``add_dataloader_idx=False`` keeps ``name`` as it is when there are several dataloaders (make it unique
         yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
         Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
-        metric object is found by identity."""
+        metric object is found by identity. ``logger`` (default on) asked for explicitly without a logger warns."""
         trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
         if trainer is None:
             trainer = self.trainer
+        if logger is None:
+            logger = True
+        elif logger and not trainer.loggers:
+            warnings.warn(f"You called `self.log({name!r}, ..., logger=True)` but have no logger configured: the "
+                          "value reaches logged_metrics and callback_metrics only. Pass Trainer(logger=...) to write "
+                          "it, or leave out logger=True.", UserWarning, stacklevel=2)
         trainer.loop.metrics.log(
             name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
             sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
 
-    def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool = True,
+    def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool | None = None,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",
                  enable_graph: bool = False, sync_dist: bool = False, sync_dist_group: Any = None,
                  add_dataloader_idx: bool = True, batch_size: int | None = None, rank_zero_only: bool = False) -> None:
