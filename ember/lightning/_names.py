@@ -95,7 +95,8 @@ def lightning_trainer() -> type:
     Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
     checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), and
     the default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, as
-    the Lightning code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    the Lightning code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes
+    nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
 
