@@ -125,13 +125,16 @@ def _no_leaks_into_the_next_test(request: pytest.FixtureRequest) -> Iterator[Non
 @pytest.fixture(autouse=True)
 def _ember_defaults() -> Iterator[None]:
     """Every test starts with ember's own default plugins: taking ``Trainer`` through Lightning's names (a test
-    module's ``from ember.lightning.pytorch import Trainer``) makes Lightning's progress bar the process's default
-    (ember.lightning._names.lightning_trainer), which a test that wants it asks for in its own body."""
+    module's ``from ember.lightning.pytorch import Trainer``) makes Lightning's progress bar and ``lightning_logs``
+    folder the process's defaults (ember.lightning._names.lightning_trainer), which a test that wants them asks for
+    in its own body."""
     from ember.core.hooks import options
 
-    options.substitute("progress.tqdm", None)
+    for identity in options.substituted():
+        options.substitute(identity, None)
     yield
-    options.substitute("progress.tqdm", None)
+    for identity in options.substituted():
+        options.substitute(identity, None)
 
 
 @pytest.fixture(autouse=True)

@@ -97,9 +97,11 @@ def test_overfit_batches_repeats_the_same_unshuffled_batches() -> None:
     assert torch.equal(first[0], tiny_dataset(n=32)[0:4][0])  # in dataset order
 
 
-def test_overfit_batches_conflicts_with_limit_train_batches() -> None:
-    with pytest.raises(ember.ConfigurationError, match="overfit_batches.*limit_train_batches"):
-        ember.Trainer(**QUIET, overfit_batches=2, limit_train_batches=3)
+def test_overfit_batches_wins_over_limit_train_batches() -> None:
+    # as in Lightning, overfit_batches sets both limits; the one passed with it is ignored, with a warning
+    with pytest.warns(UserWarning, match="overfit_batches.*limit_train_batches=3 is ignored"):
+        trainer = ember.Trainer(**QUIET, overfit_batches=2, limit_train_batches=3)
+    assert trainer.limit_train_batches == 2 and trainer.limit_val_batches == 2
 
 
 class CountsLoaders(TinyClassifier):

@@ -42,22 +42,67 @@ def unsupported(name: str, message: str, module: str = __name__) -> type:
     return type(name, (), {"__init__": __init__, "__module__": module, "__doc__": message})
 
 
+class CoversEmber(type):
+    """The metaclass of a Lightning-named subclass of an ember class that changes only defaults (a logger's
+    ``name``): every instance of the ember class counts as an instance of it, as Lightning code expects of the
+    objects ember builds (``isinstance(trainer.logger, TensorBoardLogger)``). A user's subclass of it is checked
+    as usual."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        if cls.__dict__.get("_covers_ember", False):
+            return isinstance(obj, cls.__mro__[1])
+        return super().__instancecheck__(obj)
+
+    def __subclasscheck__(cls, sub: type) -> bool:
+        if cls.__dict__.get("_covers_ember", False):
+            return issubclass(sub, cls.__mro__[1])
+        return super().__subclasscheck__(sub)
+
+
 def _lightning_progress_bar() -> Any:
     module = importlib.import_module("ember.lightning.pytorch.callbacks.progress.tqdm_progress")
     return module.TQDMProgressBar()
 
 
+#: The folder Lightning's default logger writes its runs into (``<default_root_dir>/lightning_logs/version_<n>``).
+LIGHTNING_LOGS = "lightning_logs"
+
+
+def _lightning_tensorboard_logger() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.loggers.tensorboard").TensorBoardLogger()
+
+
+def _lightning_csv_logger() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.loggers.csv_logs").CSVLogger()
+
+
+def _lightning_model_checkpoint() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.callbacks.model_checkpoint").ModelCheckpoint()
+
+
+#: What a Trainer taken through Lightning's names switches on by default, by identity.
+LIGHTNING_DEFAULTS: dict[str, Callable[[], Any]] = {
+    "progress.tqdm": _lightning_progress_bar,
+    "callback.model-checkpoint": _lightning_model_checkpoint,
+    "logger.tensorboard": _lightning_tensorboard_logger,
+    "logger.csv": _lightning_csv_logger,
+}
+
+
 def lightning_trainer() -> type:
     """ember's Trainer, as a script gets it through Lightning's names (``pl.Trainer``, ``from lightning.pytorch
     import Trainer``): from then on in this process, the default progress bar (``enable_progress_bar=True``) is
-    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), and the
+    Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
+    checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), the
+    default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, and the
     few-workers check counts CPUs through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning
     code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
     from ember.lightning.fabric.utilities.data import route_cpu_count
 
-    if options.substitute_for("progress.tqdm") is None:
-        options.substitute("progress.tqdm", _lightning_progress_bar)
+    for identity, factory in LIGHTNING_DEFAULTS.items():
+        if options.substitute_for(identity) is None:
+            options.substitute(identity, factory)
     route_cpu_count()
     return Trainer

@@ -6,8 +6,9 @@ from __future__ import annotations
 from ember.lightning._names import lazy_names
 
 ALIASES = {
-    "CSVLogger": ("ember.plugins.loggers.csv_logger", "CSVLogger"),
-    "TensorBoardLogger": ("ember.plugins.loggers.tensorboard_logger", "TensorBoardLogger"),
+    # Lightning's default folder name, lightning_logs (ember's classes use ember_logs)
+    "CSVLogger": ("ember.lightning.pytorch.loggers.csv_logs", "CSVLogger"),
+    "TensorBoardLogger": ("ember.lightning.pytorch.loggers.tensorboard", "TensorBoardLogger"),
     "MLFlowLogger": ("ember.plugins.loggers.mlflow_logger", "MLFlowLogger"),
     "WandbLogger": ("ember.plugins.loggers.wandb_logger", "WandbLogger"),
     "Logger": ("ember.lightning.pytorch.loggers.logger", "Logger"),

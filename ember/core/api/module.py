@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -140,7 +141,7 @@ class Module(HyperparametersMixin, torch.nn.Module):
         ``add_dataloader_idx=False`` keeps ``name`` as it is when there are several dataloaders (make it unique
         yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
         Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
-        metric object is found by identity."""
+        metric object is found by identity. ``logger`` (default on) asked for explicitly without a logger warns."""
         trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
         if trainer is None:  # a step called by hand (a unit test of training_step): nothing to record into
             self._unattached_log(f"log({name!r}, ...)")

@@ -136,15 +136,16 @@ class Trainer(TrainerProperties):
                 arg = given[role]
             self._select(role, arg)
 
-    def _named(self, name: str, default_role: str) -> tuple[str, Any]:
-        """Load the plugin ``name`` names: an identity (``"callback.early-stopping"``), or a bare name of
-        ``default_role`` (``"early-stopping"`` among callbacks, ``"csv"`` as a logger)."""
+    def _named(self, name: str, default_role: str, switched_on: bool = False) -> tuple[str, Any]:
+        """Load the plugin ``name`` names: an identity (``"callback.early-stopping"``) or a bare name of
+        ``default_role`` (``"csv"``); a default a Trainer argument ``switched_on`` is built by its options.substitute."""
         role = name.split(".", 1)[0] if "." in name and name.split(".", 1)[0] in self._roles() else default_role
         info = self.discovery.lookup(role, name)
         if info.identity in self.blocked:
             raise PluginError(f"plugin {info.identity!r} (from {info.dist}) is named in the Trainer arguments but "
                               f"blocked by block_plugins / {discovery.BLOCK_ENV}; unblock it or remove it.")
-        plugin = info.load()
+        substitute = options.substitute_for(info.identity) if switched_on else None
+        plugin = info.load() if substitute is None else substitute()
         check = getattr(plugin, "check_available", None)
         if callable(check):
             check(self.config)
@@ -163,12 +164,13 @@ class Trainer(TrainerProperties):
         for item in items:
             if item is None or item is False:
                 continue
-            if item is True:
-                default = options.declarations().defaults.get("logger")  # the plugin that declared itself so
-                if default is None or default in self.blocked:
+            switched_on = item is True
+            if switched_on:
+                item = options.declarations().defaults.get("logger")  # the plugin that declared itself so
+                if item is None or item in self.blocked:
                     continue
-                item = default
-            out.append(self._named(item, "logger") if isinstance(item, str) else (_identity_of(item, "logger"), item))
+            out.append(self._named(item, "logger", switched_on) if isinstance(item, str)
+                       else (_identity_of(item, "logger"), item))
         return out
 
     def _add_flag_plugins(self) -> None:
@@ -183,9 +185,7 @@ class Trainer(TrainerProperties):
             options.check_switch(name, value, role, passed)
             if value is None or value is False or passed or identity in self.blocked:
                 continue
-            substitute = options.substitute_for(identity)  # (the Lightning layer: Lightning's progress bar)
-            self.extra_plugins.append((identity, substitute()) if substitute is not None
-                                      else self._named(identity, identity.split(".", 1)[0]))
+            self.extra_plugins.append(self._named(identity, identity.split(".", 1)[0], switched_on=True))
 
     def _select(self, role: str, arg: Any) -> None:
         if not isinstance(arg, str):

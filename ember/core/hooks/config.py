@@ -397,11 +397,7 @@ def make_config(kwargs: dict[str, Any]) -> TrainerConfig:
     if kwargs.get("barebones"):
         trainer_args.barebones(kwargs, declared)
     if kwargs.get("overfit_batches"):
-        for limit in ("limit_train_batches", "limit_val_batches"):
-            if kwargs.get(limit) is not None:
-                raise ConfigurationError(f"Trainer(overfit_batches={kwargs['overfit_batches']!r}) sets "
-                                         f"{limit} itself; pass one of the two.")
-            kwargs[limit] = kwargs["overfit_batches"]
+        trainer_args.overfit_limits(kwargs)
     plugin_values = {name: kwargs.pop(name) if name in kwargs else o.default for name, o in declared.items()}
     for name, option in declared.items():  # Lightning's None for a switch: its default
         if plugin_values[name] is None and isinstance(option.default, bool):

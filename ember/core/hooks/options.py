@@ -105,9 +105,11 @@ _substitutes: dict[str, Callable[[], Any]] = {}
 
 def substitute(identity: str, factory: Callable[[], Any] | None) -> Callable[[], Any] | None:
     """From now on in this process, the Trainer argument that switches ``identity`` on (``enable_progress_bar``
-    for ``progress.tqdm``) builds ``factory()`` in its place; None goes back to the installed plugin. The
-    replacement keeps the identity (blocking, ``ember plugins`` and a plugin passed in its place work as before).
-    The Lightning layer uses it so that a script that takes Lightning's ``Trainer`` gets Lightning's progress bar.
+    for ``progress.tqdm``; ``logger=True`` for the default logger, ``logger.tensorboard`` or ``logger.csv``)
+    builds ``factory()`` in its place; None goes back to the installed plugin. The replacement keeps the identity
+    (blocking, ``ember plugins`` and a plugin passed in its place work as before); the plugin named explicitly
+    (``logger="csv"``) is not replaced. The Lightning layer uses it so that a script that takes Lightning's
+    ``Trainer`` gets Lightning's progress bar, ``ModelCheckpoint`` and ``lightning_logs`` folder.
     Returns the factory that was set before."""
     before = _substitutes.pop(identity, None)
     if factory is not None:
@@ -129,6 +131,11 @@ def check_switch(name: str, value: Any, role: str | None, passed: list[tuple[str
 def substitute_for(identity: str) -> Callable[[], Any] | None:
     """The factory :func:`substitute` set for ``identity``, or None."""
     return _substitutes.get(identity)
+
+
+def substituted() -> tuple[str, ...]:
+    """The identities :func:`substitute` replaces at present."""
+    return tuple(_substitutes)
 
 
 def declarations() -> Declarations:

@@ -13,6 +13,7 @@ import ast
 import datetime
 import logging
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -97,6 +98,18 @@ def say_whole_limits(passed: dict[str, Any]) -> None:
 #: by default (progress bar, model summary, checkpointing, ...) are switched off too.
 BAREBONES_OFF = {"logger": False, "num_sanity_val_steps": 0, "fast_dev_run": False, "detect_anomaly": False,
                   "profiler": None}
+
+
+def overfit_limits(kwargs: dict[str, Any]) -> None:
+    """``overfit_batches`` sets ``limit_train_batches`` and ``limit_val_batches``; a limit passed with it is
+    ignored, as in Lightning, with a warning (Lightning says nothing)."""
+    overfit = kwargs["overfit_batches"]
+    for limit in ("limit_train_batches", "limit_val_batches"):
+        if kwargs.get(limit) is not None and kwargs[limit] != overfit:
+            warnings.warn(f"Trainer(overfit_batches={overfit!r}) sets {limit} itself: {limit}={kwargs[limit]!r} "
+                          f"is ignored and {overfit!r} used, as in Lightning; pass only one of the two.",
+                          UserWarning, stacklevel=4)
+        kwargs[limit] = overfit
 
 
 def barebones(kwargs: dict[str, Any], declared: dict[str, Any]) -> None:

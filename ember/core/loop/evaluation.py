@@ -71,6 +71,7 @@ class EvaluationLoop:
                     self._batches(stage, events, dl_idx, loader, n, predictions)
             loop.log_context.batch = None
             loop.log_context.defaults = EPOCH_HOOK
+            loop.log_context.num_dataloaders = 1  # the epoch's end is no dataloader's: no suffix (Lightning)
             if events["epoch_end"] is not None:
                 events["epoch_end"](trainer=t, module=module)
             if results is not None:

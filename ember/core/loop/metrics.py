@@ -112,6 +112,10 @@ class MetricLog:
             raise ConfigurationError(f"self.log({name!r}, on_step=False, on_epoch=False) records nothing, which "
                                      "is not useful; log it per step (on_step=True), per epoch (on_epoch=True) "
                                      "or both.")
+        if add_dataloader_idx and "/dataloader_idx_" in name:  # it would clash with the suffix added to names
+            raise ConfigurationError(f"You called `self.log` with the key `{name}`: a name must not contain "
+                                     "`/dataloader_idx_` (the suffix self.log adds under several dataloaders); rename "
+                                     "it, or pass add_dataloader_idx=False to keep it as it is.")
         entry = MetricEntry(key, on_step, on_epoch, prog_bar, logger, check_reduce_fx(name, reduce_fx), sync_dist)
         if ctx.num_dataloaders > 1 and not add_dataloader_idx:
             entry.dataloader_idx = ctx.dataloader_idx

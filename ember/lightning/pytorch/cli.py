@@ -28,6 +28,7 @@ from ember.core.hooks.options import declared_options
 from ember.core.loop.seed import seed_everything
 from ember.hookspecs import hookimpl
 from ember.lightning import Callback, LightningDataModule, LightningModule
+from ember.lightning._names import lightning_trainer
 from ember.lightning.pytorch.utilities.exceptions import MisconfigurationException
 from ember.lightning.pytorch.utilities.model_helpers import RequirementCache, is_overridden
 from ember.lightning.pytorch.utilities.rank_zero import rank_zero_warn
@@ -169,6 +170,8 @@ class LightningCLI:
                  auto_configure_optimizers: bool = True, load_from_checkpoint_support: bool = True) -> None:
         self.save_config_callback = save_config_callback
         self.save_config_kwargs = dict(save_config_kwargs or {})
+        if trainer_class is Trainer:  # Lightning's CLI: its Trainer gets Lightning's defaults (lightning_logs, ...)
+            lightning_trainer()
         self.trainer_class = trainer_class
         self.trainer_defaults = dict(trainer_defaults or {})
         self.seed_everything_default = seed_everything_default

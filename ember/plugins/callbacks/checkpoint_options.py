@@ -113,6 +113,23 @@ def newest_file(dirpath: str | None, template: str) -> str | None:
     return max(found, key=os.path.getmtime) if found else None
 
 
+def not_ours(callback: Any, trainer: Any, path: str) -> str:
+    """Why ``callback`` must not delete ``path`` ("" when it may): a file outside its directory, the file the run
+    resumed from, or one this run did not write."""
+    dirpath = callback.dirpath
+    if not dirpath:
+        return f"it is outside this callback's directory {dirpath}"
+    # A name the callback made is in its directory as written; others are compared with links resolved.
+    if os.path.dirname(path) != dirpath and os.path.dirname(os.path.realpath(path)) != os.path.realpath(dirpath):
+        return f"it is outside this callback's directory {dirpath}"
+    resumed = getattr(trainer, "ckpt_path", None)
+    if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == os.path.realpath(path):
+        return "the run resumed from it"
+    if path not in callback._owned:
+        return "this run did not write it"
+    return ""
+
+
 #: What ``ModelCheckpoint`` records of its saves (put back when a failure drops a save it asked for).
 BOOKKEEPING = ("best_k_models", "kth_best_model_path", "kth_value", "best_model_path", "best_model_score",
                "current_score", "last_model_path", "_last_global_step_saved", "_last_path_saved")

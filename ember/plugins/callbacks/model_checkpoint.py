@@ -45,6 +45,7 @@ from ember.plugins.callbacks.checkpoint_options import (
     check_top_k,
     format_name,
     newest_file,
+    not_ours,
     number,
     schedule,
     sibling_runs,
@@ -251,7 +252,8 @@ class ModelCheckpoint:
             return self.last_model_path
         if "{" not in self.CHECKPOINT_NAME_LAST:
             return self.format_checkpoint_name({}, self.CHECKPOINT_NAME_LAST)
-        return self._newest_last() or self.format_checkpoint_name(self._candidates(trainer), self.CHECKPOINT_NAME_LAST)
+        return self._newest_last(trainer) or self.format_checkpoint_name(self._candidates(trainer),
+                                                                         self.CHECKPOINT_NAME_LAST)
 
     # -- state -----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -411,16 +413,20 @@ class ModelCheckpoint:
     def _save_last(self, trainer: Any, candidates: dict[str, Any]) -> None:
         if not self.save_last:
             return
+        path = self._last_path(trainer, candidates)
+        previous, self.last_model_path = self.last_model_path, path
+        self._save(trainer, path)
+        if previous and previous != path:  # a templated last name moved on
+            self._remove(trainer, previous)
+
+    def _last_path(self, trainer: Any, candidates: dict[str, Any]) -> str:
         path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST)
         version = self.STARTING_VERSION
         while self.version_last and self.enable_version_counter and path != self.last_model_path and \
                 self._exists(trainer, path):  # another run's file: kept, this run's goes beside it
             path = self.format_checkpoint_name(candidates, self.CHECKPOINT_NAME_LAST, ver=version)
             version += 1
-        previous, self.last_model_path = self.last_model_path, path
-        self._save(trainer, path)
-        if previous and previous != path:  # a templated last name moved on
-            self._remove(trainer, previous)
+        return path
 
     def _save(self, trainer: Any, path: str) -> None:
         # Book-keeping first: the state stored inside this very checkpoint must include this save.
@@ -428,7 +434,7 @@ class ModelCheckpoint:
         self._last_path_saved = path
         self._owned.add(path)
         self._requested.append(path)
-        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+        trainer.save_checkpoint(path, self.save_weights_only)  # by position, as Lightning calls it
 
     def _begin_request(self) -> None:
         self._undo, self._requested = bookkeeping(self), []
@@ -446,26 +452,12 @@ class ModelCheckpoint:
     def _remove(self, trainer: Any, path: str) -> None:
         """Delete ``path`` if it is this run's to delete: a file this run wrote in its own directory, and not the
         file the run resumed from. Anything else stays (it is dropped from the ranking only)."""
-        reason = self._not_ours(trainer, path)
+        reason = not_ours(self, trainer, path)
         if reason:
             log.info("ModelCheckpoint: keeping %s (%s)", path, reason)
             return
         self._owned.discard(path)
         trainer.remove_checkpoint(path)
-
-    def _not_ours(self, trainer: Any, path: str) -> str:
-        if not self.dirpath:
-            return f"it is outside this callback's directory {self.dirpath}"
-        # A name this callback made is in its directory as written; others are compared with links resolved.
-        if os.path.dirname(path) != self.dirpath and \
-                os.path.dirname(os.path.realpath(path)) != os.path.realpath(self.dirpath):
-            return f"it is outside this callback's directory {self.dirpath}"
-        resumed = getattr(trainer, "ckpt_path", None)
-        if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == os.path.realpath(path):
-            return "the run resumed from it"
-        if path not in self._owned:
-            return "this run did not write it"
-        return ""
 
     # -- file names ------------------------------------------------------------------------------------
     def format_checkpoint_name(self, metrics: dict[str, Any], filename: str | None = None,
@@ -495,5 +487,5 @@ class ModelCheckpoint:
         exists = os.path.exists(path)
         return trainer.broadcast(exists) if trainer.world_size > 1 else exists
 
-    def _newest_last(self) -> str | None:
+    def _newest_last(self, trainer: Any) -> str | None:
         return newest_file(self.dirpath, self.CHECKPOINT_NAME_LAST + self.FILE_EXTENSION)
