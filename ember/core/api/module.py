@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
 from collections.abc import Callable, Generator, Mapping
 from typing import TYPE_CHECKING, Any
 

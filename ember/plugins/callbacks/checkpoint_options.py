@@ -125,7 +125,7 @@ def not_ours(callback: Any, trainer: Any, path: str) -> str:
     resumed = getattr(trainer, "ckpt_path", None)
     if isinstance(resumed, (str, os.PathLike)) and os.path.realpath(resumed) == os.path.realpath(path):
         return "the run resumed from it"
-    if path not in callback._owned:
+    if path not in callback.owned_paths:
         return "this run did not write it"
     return ""
 

@@ -137,7 +137,7 @@ class ModelCheckpoint:
         self._validation_ran = False
         self._resumed = False
         #: Files this run wrote (or the run it continues wrote, in the same directory): the only ones it deletes.
-        self._owned: set[str] = set()
+        self.owned_paths: set[str] = set()
         if not self.every_n_train_steps and self.train_time_interval is None:
             # Nothing to do per batch: leave the hook unregistered so it costs nothing per step.
             self.on_train_batch_end = None  # type: ignore[method-assign,assignment]
@@ -269,7 +269,7 @@ class ModelCheckpoint:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._resumed = True
-        self._owned = set()
+        self.owned_paths = set()
         self._last_global_step_saved = state.get("last_global_step_saved", self._last_global_step_saved)
         self._validation_ran = state.get("validation_ran", False)
         since = state.get("seconds_since_time_check")
@@ -295,7 +295,7 @@ class ModelCheckpoint:
         self.kth_value = state.get("kth_value", self.kth_value)
         self.last_model_path = state.get("last_model_path", "")
         # the interrupted run this one continues, in the same directory, wrote these
-        self._owned = {p for p in (*self.best_k_models, self.best_model_path, self.last_model_path) if p}
+        self.owned_paths = {p for p in (*self.best_k_models, self.best_model_path, self.last_model_path) if p}
 
     @staticmethod
     def _now() -> float:
@@ -432,7 +432,7 @@ class ModelCheckpoint:
         # Book-keeping first: the state stored inside this very checkpoint must include this save.
         self._last_global_step_saved = trainer.global_step
         self._last_path_saved = path
-        self._owned.add(path)
+        self.owned_paths.add(path)
         self._requested.append(path)
         trainer.save_checkpoint(path, self.save_weights_only)  # by position, as Lightning calls it
 
@@ -445,7 +445,7 @@ class ModelCheckpoint:
         if missing and self._undo:
             for key, value in self._undo.items():
                 setattr(self, key, value)
-            self._owned.difference_update(missing)
+            self.owned_paths.difference_update(missing)
             log.info("ModelCheckpoint: the fit failed before %s was written; the book-keeping is as before it", missing)
         self._requested, self._undo = [], {}
 
@@ -456,7 +456,7 @@ class ModelCheckpoint:
         if reason:
             log.info("ModelCheckpoint: keeping %s (%s)", path, reason)
             return
-        self._owned.discard(path)
+        self.owned_paths.discard(path)
         trainer.remove_checkpoint(path)
 
     # -- file names ------------------------------------------------------------------------------------

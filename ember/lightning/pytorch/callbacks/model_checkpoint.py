@@ -147,7 +147,7 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
         if reason:
             super()._remove(trainer, path)  # (which says why it keeps the file)
             return
-        self._owned.discard(path)
+        self.owned_paths.discard(path)
         self._remove_checkpoint(trainer, path)
 
     def _exists(self, trainer: Any, path: str) -> bool:  # type: ignore[override]
@@ -216,7 +216,7 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
             super()._save_last(trainer, monitor_candidates)
             return
         previous, self.last_model_path = self.last_model_path, path
-        self._owned.add(path)
+        self.owned_paths.add(path)
         if previous and previous != path:
             self._remove(trainer, previous)
 
