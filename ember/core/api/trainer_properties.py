@@ -25,6 +25,7 @@ from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
     from ember.core.hooks.config import TrainerConfig
+    from ember.core.loop.loop_views import EvaluationLoopView, FitLoopView
     from ember.core.loop.loops import Loops
     from ember.core.loop.state import TrainerState
 
@@ -118,6 +119,11 @@ class TrainerProperties:
     should_stop: bool = _read("loop.progress.should_stop", "Set True to end the fit at the next point it may stop "
                               "(after ``min_epochs``/``min_steps``).", writable=True)
     sanity_checking: bool = _read("state.sanity_checking", "True during the validation run before training.")
+    # Lightning's loop objects, as views of the state above (ember.core.loop.loop_views)
+    fit_loop: FitLoopView = _read("loop.views.fit", "The fit's epochs, batches, optimizer steps and limits.")
+    validate_loop: EvaluationLoopView = _read("loop.views.validate", "The batches trainer.validate() ran.")
+    test_loop: EvaluationLoopView = _read("loop.views.test", "The batches trainer.test() ran.")
+    predict_loop: EvaluationLoopView = _read("loop.views.predict", "The batches trainer.predict() ran.")
     callback_metrics: dict[str, torch.Tensor] = _read(
         "loop.metrics.callback_metrics", "Every value logged (step and epoch values), for callbacks to monitor.")
     logged_metrics: dict[str, torch.Tensor] = _read("loop.metrics.logged_metrics",
