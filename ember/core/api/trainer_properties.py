@@ -435,8 +435,8 @@ class TrainerProperties:
 
     @property
     def is_last_batch(self) -> bool:
-        """The running training batch is the last of its epoch."""
-        return self.loop.progress.batch_idx + 1 >= self.num_training_batches
+        """The running training batch is the last of its epoch (also when ``on_train_batch_start`` ended it)."""
+        return self.loop.progress.batch_idx + 1 >= self.num_training_batches or self.loop.training.marks.cut
 
     @property
     def train_dataloader(self) -> Any:

@@ -172,7 +172,7 @@ class EpochLoopView:
             p.global_step = value
 
         self.batch_progress = ProgressView(total=Tracker(batches(True)), current=Tracker(batches(False)),
-                                           is_last_batch_of=lambda: p.batch_idx + 1 >= loops.t.num_training_batches)
+                                           is_last_batch_of=lambda: p.batch_idx + 1 >= loops.t.num_training_batches or marks.cut)
         steps = ProgressView(total=ReadyCompletedTracker(_same(lambda: p.global_step), set_global_step, ("completed",)),
                              current=ReadyCompletedTracker(_same(lambda: p.global_step - marks.step if marks.began else 0)))
         self.automatic_optimization = _Namespace(optim_progress=_Namespace(optimizer=_Namespace(step=steps)))
@@ -207,12 +207,14 @@ class EpochLoopView:
         t.config = attrs.evolve(t.config, max_steps=value)  # checked as the Trainer argument is
         self._loops.max_steps = value
 
-    def _should_accumulate(self) -> bool:
+    def accumulating(self) -> bool:
         """The running batch's gradients wait for more batches (no optimizer step after it)."""
         t = self._loops.t
         ready = int(self.batch_progress.current.ready)
         return ready % t.config.accumulate_grad_batches != 0 and ready != t.num_training_batches \
             and not self.batch_progress.is_last_batch
+
+    _should_accumulate = accumulating  # Lightning's name
 
 
 class _Namespace:
@@ -235,6 +237,7 @@ class FitLoopView:
         def set_epoch(value: int) -> None:
             p.current_epoch = value
 
+        self._epochs = epochs
         self.epoch_progress = ProgressView(total=Tracker(epochs), current=Tracker(epochs, set_epoch,
                                                                                    ("processed", "completed")))
         self.epoch_loop = EpochLoopView(loops)
@@ -282,7 +285,7 @@ class FitLoopView:
     def _can_stop_early(self) -> bool:
         """``should_stop`` may end the fit: ``min_epochs`` epochs and ``min_steps`` optimizer steps are done."""
         cfg = self._loops.t.config
-        return (not cfg.min_epochs or int(self.epoch_progress.current.processed) >= cfg.min_epochs) and \
+        return (not cfg.min_epochs or self._epochs()[2] >= cfg.min_epochs) and \
             (not cfg.min_steps or self._loops.progress.global_step >= cfg.min_steps)
 
     @property
@@ -294,12 +297,12 @@ class FitLoopView:
             return True
         if loops.max_steps != -1 and loops.progress.global_step >= loops.max_steps:
             return True
-        if loops.max_epochs != -1 and int(self.epoch_progress.current.processed) >= loops.max_epochs:
+        if loops.max_epochs != -1 and self._epochs()[2] >= loops.max_epochs:
             return True
         return bool(loops.progress.should_stop) and self._can_stop_early
 
     def _should_accumulate(self) -> bool:
-        return self.epoch_loop._should_accumulate()
+        return self.epoch_loop.accumulating()
 
     def setup_data(self) -> None:
         """Read the fit's training loader now (ember reads it when training starts)."""

@@ -185,6 +185,8 @@ class EpochMarks:
     step: int = 0
     #: Batches of earlier epochs that began and did not run (``on_train_batch_start`` returned -1).
     unfinished: int = 0
+    #: ``on_train_batch_start`` returned -1 in this epoch: its running batch is its last.
+    cut: bool = False
 
 
 @attrs.define(slots=True)

@@ -159,7 +159,7 @@ class TrainingLoop:
         if marks.began:  # the previous epoch's batches that began and never ran (-1 from on_train_batch_start)
             marks.unfinished += p.batch_idx + 1 - (marks.first_batch + p.batches_seen - marks.seen)
         p.batch_idx = start - 1
-        marks.phase, marks.began, marks.first_batch = STARTED, True, start
+        marks.phase, marks.began, marks.first_batch, marks.cut = STARTED, True, start, False
         marks.seen, marks.step = p.batches_seen, p.global_step
 
     def _run_batches(self, batches: Any, read_to_end: bool) -> bool:
@@ -187,6 +187,7 @@ class TrainingLoop:
             batch = transfer(batch, 0)
             if h.on_train_batch_start is not None:
                 if -1 in h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx):
+                    self.marks.cut = True  # this batch is the epoch's last (trainer.is_last_batch)
                     break
             step_before = p.global_step
             outputs = step_fn(batch, batch_idx, is_last)
