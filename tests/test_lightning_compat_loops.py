@@ -193,32 +193,40 @@ def test_done_before_a_fit_follows_the_limits(max_epochs, max_steps, done):
     assert trainer.fit_loop.max_epochs == max_epochs and trainer.fit_loop.max_batches == float("inf")
 
 
-@pytest.mark.parametrize(("min_epochs", "min_steps", "epoch", "can_stop"),
-                         [(4, None, 100, True), (4, None, 3, False), (4, 10, 3, False), (None, 10, 4, True),
-                          (4, 10, 4, True)])
-def test_should_stop_takes_effect_after_min_epochs_and_min_steps(min_epochs, min_steps, epoch, can_stop):
-    trainer = pl.Trainer(min_epochs=min_epochs, min_steps=min_steps, limit_val_batches=0, max_epochs=100, **QUIET)
-    trainer.fit_loop.max_batches = 10
-    assert trainer.num_training_batches == 10
-    trainer.should_stop = True
-    trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer.step.total.completed = epoch * 10
-    trainer.fit_loop.epoch_progress.current.processed = epoch
-    assert trainer.global_step == epoch * 10 and trainer.current_epoch == epoch
-    assert trainer.fit_loop._can_stop_early is can_stop
-    assert trainer.fit_loop.done is can_stop
+@pytest.mark.parametrize(("min_epochs", "min_steps", "stops_after"), [(None, None, 1), (3, None, 3), (None, 5, 3),
+                                                                    (2, 5, 3)])
+def test_should_stop_takes_effect_after_min_epochs_and_min_steps(min_epochs, min_steps, stops_after):
+    seen = []
+
+    class Stopping(BoringModel):
+        def on_train_epoch_end(self):
+            self.trainer.should_stop = True
+            fit_loop = self.trainer.fit_loop
+            seen.append((fit_loop.epoch_progress.current.processed, fit_loop._can_stop_early, fit_loop.done))
+
+    # 2 steps per epoch; in on_train_epoch_end the epoch counts as processed (Lightning's rule for min_epochs)
+    trainer = pl.Trainer(max_epochs=10, min_epochs=min_epochs, min_steps=min_steps, limit_train_batches=2,
+                         limit_val_batches=0, **QUIET)
+    trainer.fit(Stopping())
+    assert trainer.current_epoch == stops_after
+    assert [processed for processed, _, _ in seen] == list(range(1, stops_after + 1))
+    assert [(can, done) for _, can, done in seen] == [(False, False)] * (stops_after - 1) + [(True, True)]
 
 
-def test_only_the_counts_that_are_embers_own_can_be_set():
+def test_the_counts_are_read_only_like_the_trainers():
     trainer = pl.Trainer(max_epochs=1, **QUIET)
-    trainer.fit_loop.epoch_progress.current.completed = 4
-    assert trainer.current_epoch == 4 and trainer.fit_loop.epoch_progress.total.completed == 4
-    with pytest.raises(AttributeError, match="cannot be set; set processed or completed"):
-        trainer.fit_loop.epoch_progress.current.ready = 1
-    with pytest.raises(AttributeError, match="cannot be set"):
-        trainer.fit_loop.epoch_loop.batch_progress.total.completed = 1
+    with pytest.raises(AttributeError, match="only the loop writes its counters"):
+        trainer.fit_loop.epoch_progress.current.completed = 4
+    with pytest.raises(AttributeError, match="only the loop writes its counters"):
+        trainer.fit_loop.epoch_loop.automatic_optimization.optim_progress.optimizer.step.total.completed = 3
     with pytest.raises(AttributeError):
         trainer.fit_loop.total_batch_idx = 3
-    assert "Tracker(ready=4, started=4, processed=4, completed=4)" == repr(trainer.fit_loop.epoch_progress.current)
+    with pytest.raises(AttributeError):
+        trainer.fit_loop.max_batches = 3
+    assert trainer.current_epoch == 0 and trainer.global_step == 0
+    assert repr(trainer.fit_loop.epoch_progress.current) == "Tracker(ready=0, started=0, processed=0, completed=0)"
+    steps = trainer.fit_loop.epoch_loop.manual_optimization.optim_step_progress.total
+    assert repr(steps) == "ReadyCompletedTracker(ready=0, completed=0)" and not hasattr(steps, "started")
 
 
 def test_evaluation_loops_count_each_run_and_all_runs():
@@ -264,3 +272,16 @@ def test_setup_data_reads_the_fits_loaders_only_inside_it():
         trainer.fit_loop.setup_data()
     trainer.fit(Model())
     assert seen["batches"] == 2
+
+
+def test_the_epoch_loop_reads_a_monitored_value_from_callback_metrics():
+    class Logs(BoringModel):
+        def training_step(self, batch, batch_idx):
+            out = super().training_step(batch, batch_idx)
+            self.log("seen", float(batch_idx))
+            return out
+
+    trainer = pl.Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=0, **QUIET)
+    assert trainer.fit_loop.epoch_loop._get_monitor_value("seen") is None
+    trainer.fit(Logs())
+    assert float(trainer.fit_loop.epoch_loop._get_monitor_value("seen")) == 1.0

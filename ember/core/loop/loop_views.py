@@ -12,10 +12,9 @@ Lightning marks four points of each epoch, batch and optimizer step: ``ready``, 
 ``completed`` after it). Inside one training batch ember marks only its beginning and its end: ``started`` and
 ``processed`` read like ``ready`` there (in Lightning they follow ``on_train_batch_start`` and ``training_step``).
 
-What can be assigned is what Lightning users assign: ``fit_loop.max_epochs`` and ``epoch_loop.max_steps`` (they
-are the Trainer's ``max_epochs``/``max_steps`` from then on, for this fit and the next), and the counters that are
-ember's own (an epoch's ``processed``/``completed`` is ``trainer.current_epoch``, the optimizer steps'
-``completed`` is ``trainer.global_step``, ``fit_loop.max_batches`` is ``trainer.num_training_batches``).
+Two limits can be assigned, as Lightning users do: ``fit_loop.max_epochs`` and ``epoch_loop.max_steps`` (they are the
+Trainer's ``max_epochs``/``max_steps`` from then on, for the running fit's next epoch and for later fits). The
+counts are read-only, as ``trainer.current_epoch`` and ``trainer.global_step`` are: only the loop writes them.
 """
 
 from __future__ import annotations
@@ -40,31 +39,26 @@ def _count(index: int, doc: str) -> Any:
         return tracker.read()[index]
 
     def set_(tracker: ReadyCompletedTracker, value: int) -> None:
-        tracker.assign(_FIELDS[index], value)
+        raise AttributeError(f"{_FIELDS[index]!r} of a loop's progress is read from ember's loop and cannot be set: "
+                             "only the loop writes its counters (as trainer.current_epoch and trainer.global_step). "
+                             "To change how long a fit runs, set trainer.fit_loop.max_epochs or "
+                             "trainer.fit_loop.epoch_loop.max_steps.")
 
     return property(get, set_, doc=doc)
 
 
 class ReadyCompletedTracker:
     """Lightning's counts of a loop point that is only begun and completed (``ready``, ``completed``: an optimizer
-    step), read from ember's counters when asked; ``write`` (when given) takes an assignment to one of
-    ``writable``."""
+    step), read from ember's counters when asked."""
 
-    __slots__ = ("read", "write", "writable")
+    __slots__ = ("read",)
     _shown: tuple[str, ...] = ("ready", "completed")
 
-    def __init__(self, read: Callable[[], tuple[int, int, int, int]],
-                 write: Callable[[int], None] | None = None, writable: tuple[str, ...] = ()) -> None:
-        self.read, self.write, self.writable = read, write, writable
+    def __init__(self, read: Callable[[], tuple[int, int, int, int]]) -> None:
+        self.read = read
 
     ready = _count(0, "Begun (an epoch: about to start; a batch: fetched).")
     completed = _count(3, "Completed (after the last hook of the epoch, batch or step).")
-
-    def assign(self, name: str, value: int) -> None:
-        if name not in self.writable or self.write is None:
-            hint = f"; set {' or '.join(self.writable)}" if self.writable and self.write else ""
-            raise AttributeError(f"{name!r} of this progress count is read from ember's loop and cannot be set{hint}.")
-        self.write(int(value))
 
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self) and self.read() == other.read()  # type: ignore[attr-defined]
@@ -168,12 +162,9 @@ class EpochLoopView:
 
             return read
 
-        def set_global_step(value: int) -> None:
-            p.global_step = value
-
         self.batch_progress = ProgressView(total=Tracker(batches(True)), current=Tracker(batches(False)),
                                            is_last_batch_of=lambda: p.batch_idx + 1 >= loops.t.num_training_batches or marks.cut)
-        steps = ProgressView(total=ReadyCompletedTracker(_same(lambda: p.global_step), set_global_step, ("completed",)),
+        steps = ProgressView(total=ReadyCompletedTracker(_same(lambda: p.global_step)),
                              current=ReadyCompletedTracker(_same(lambda: p.global_step - marks.step if marks.began else 0)))
         self.automatic_optimization = _Namespace(optim_progress=_Namespace(optimizer=_Namespace(step=steps)))
         self.manual_optimization = _Namespace(optim_step_progress=steps)
@@ -182,6 +173,10 @@ class EpochLoopView:
     @property
     def global_step(self) -> int:
         return self._loops.progress.global_step
+
+    def _get_monitor_value(self, key: str) -> Any:
+        """What a monitor named ``key`` reads now (``trainer.callback_metrics[key]``, None when not logged)."""
+        return self._loops.metrics.callback_metrics.get(key)
 
     @property
     def batch_idx(self) -> int:
@@ -234,12 +229,8 @@ class FitLoopView:
             e, phase = p.current_epoch, marks.phase
             return e + (phase >= READY), e + (phase >= STARTED), e + (phase >= PROCESSED), e
 
-        def set_epoch(value: int) -> None:
-            p.current_epoch = value
-
         self._epochs = epochs
-        self.epoch_progress = ProgressView(total=Tracker(epochs), current=Tracker(epochs, set_epoch,
-                                                                                   ("processed", "completed")))
+        self.epoch_progress = ProgressView(total=Tracker(epochs), current=Tracker(epochs))
         self.epoch_loop = EpochLoopView(loops)
 
     @property
@@ -268,10 +259,6 @@ class FitLoopView:
     def max_batches(self) -> float:
         """Training batches per epoch (``trainer.num_training_batches``; ``inf`` until the fit reads its loader)."""
         return self._loops.t.num_training_batches
-
-    @max_batches.setter
-    def max_batches(self, value: float) -> None:
-        self._loops.t.num_training_batches = value
 
     @property
     def batch_idx(self) -> int:
