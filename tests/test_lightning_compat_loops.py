@@ -285,3 +285,12 @@ def test_the_epoch_loop_reads_a_monitored_value_from_callback_metrics():
     assert trainer.fit_loop.epoch_loop._get_monitor_value("seen") is None
     trainer.fit(Logs())
     assert float(trainer.fit_loop.epoch_loop._get_monitor_value("seen")) == 1.0
+
+
+def test_a_trainer_with_its_loop_views_still_pickles():
+    import pickle
+
+    trainer = pl.Trainer(max_epochs=3, **QUIET)
+    copy = pickle.loads(pickle.dumps(trainer))
+    assert copy.fit_loop.max_epochs == 3 and copy.fit_loop.epoch_progress.current.completed == 0
+    assert copy.fit_loop.epoch_loop.val_loop.batch_progress.total.ready == 0

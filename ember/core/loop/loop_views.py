@@ -29,7 +29,6 @@ from ember.core.loop.state import PROCESSED, READY, STARTED
 
 if TYPE_CHECKING:
     from ember.core.loop.parts import LoopsLike
-    from ember.core.loop.state import EvalCounts
 
 _FIELDS = ("ready", "started", "processed", "completed")
 
@@ -94,32 +93,22 @@ class ProgressView:
         return bool(self.is_last_batch_of()) if self.is_last_batch_of is not None else False
 
 
-def _same(count: Callable[[], int]) -> Callable[[], tuple[int, int, int, int]]:
-    def read() -> tuple[int, int, int, int]:
-        n = count()
-        return n, n, n, n
-
-    return read
-
-
-def _counts(counts: EvalCounts, total: bool) -> Callable[[], tuple[int, int, int, int]]:
-    def read() -> tuple[int, int, int, int]:
-        begun, done = counts.current
-        base = counts.base if total else 0
-        return base + begun, base + begun, base + begun, base + done
-
-    return read
-
-
 class EvaluationLoopView:
     """``trainer.validate_loop``, ``test_loop``, ``predict_loop`` and ``trainer.fit_loop.epoch_loop.val_loop``:
     the batches the loop ran (``batch_progress``: ``current`` the running or last run, ``total`` all runs, for the
     fit's validation those of the running training epoch)."""
 
     def __init__(self, loops: LoopsLike, name: str, stage: str) -> None:
-        self._loops, self._stage = loops, stage
-        counts = loops.evaluation.counts[name]
-        self.batch_progress = ProgressView(total=Tracker(_counts(counts, True)), current=Tracker(_counts(counts, False)))
+        self._loops, self._stage, self._counts = loops, stage, loops.evaluation.counts[name]
+        # bound methods, not closures: a Trainer stays picklable
+        self.batch_progress = ProgressView(total=Tracker(self._total), current=Tracker(self._current))
+
+    def _current(self, base: int = 0) -> tuple[int, int, int, int]:
+        begun, done = self._counts.current
+        return base + begun, base + begun, base + begun, base + done
+
+    def _total(self) -> tuple[int, int, int, int]:
+        return self._current(self._counts.base)
 
     @property
     def _max_batches(self) -> list[float]:
@@ -147,28 +136,39 @@ class EpochLoopView:
 
     def __init__(self, loops: LoopsLike) -> None:
         self._loops = loops
-        p, marks = loops.progress, loops.training.marks
-
-        def batches(total: bool) -> Callable[[], tuple[int, int, int, int]]:
-            def read() -> tuple[int, int, int, int]:
-                if not marks.began:  # (a resumed fit, before its first epoch: only the total is known)
-                    n = p.batches_seen if total else 0
-                    return n, n, n, n
-                begun = p.batch_idx + 1
-                done = marks.first_batch + p.batches_seen - marks.seen
-                if total:  # with the batches of earlier epochs that began and never ran (-1 from on_train_batch_start)
-                    begun, done = p.batches_seen + marks.unfinished + begun - done, p.batches_seen
-                return begun, begun, begun, done
-
-            return read
-
-        self.batch_progress = ProgressView(total=Tracker(batches(True)), current=Tracker(batches(False)),
-                                           is_last_batch_of=lambda: p.batch_idx + 1 >= loops.t.num_training_batches or marks.cut)
-        steps = ProgressView(total=ReadyCompletedTracker(_same(lambda: p.global_step)),
-                             current=ReadyCompletedTracker(_same(lambda: p.global_step - marks.step if marks.began else 0)))
+        self.batch_progress = ProgressView(total=Tracker(self._batches_total), current=Tracker(self._batches),
+                                           is_last_batch_of=self._last_batch)
+        steps = ProgressView(total=ReadyCompletedTracker(self._steps_total), current=ReadyCompletedTracker(self._steps))
         self.automatic_optimization = _Namespace(optim_progress=_Namespace(optimizer=_Namespace(step=steps)))
         self.manual_optimization = _Namespace(optim_step_progress=steps)
         self.val_loop = EvaluationLoopView(loops, "fit", "fit")
+
+    def _batches(self, total: bool = False) -> tuple[int, int, int, int]:
+        p, marks = self._loops.progress, self._loops.training.marks
+        if not marks.began:  # (a resumed fit, before its first epoch: only the total is known)
+            n = p.batches_seen if total else 0
+            return n, n, n, n
+        begun = p.batch_idx + 1
+        done = marks.first_batch + p.batches_seen - marks.seen
+        if total:  # with the batches of earlier epochs that began and never ran (-1 from on_train_batch_start)
+            begun, done = p.batches_seen + marks.unfinished + begun - done, p.batches_seen
+        return begun, begun, begun, done
+
+    def _batches_total(self) -> tuple[int, int, int, int]:
+        return self._batches(total=True)
+
+    def _last_batch(self) -> bool:
+        p, marks = self._loops.progress, self._loops.training.marks
+        return p.batch_idx + 1 >= self._loops.t.num_training_batches or marks.cut
+
+    def _steps_total(self) -> tuple[int, int, int, int]:
+        n = self._loops.progress.global_step
+        return n, n, n, n
+
+    def _steps(self) -> tuple[int, int, int, int]:
+        marks = self._loops.training.marks
+        n = self._loops.progress.global_step - marks.step if marks.began else 0
+        return n, n, n, n
 
     @property
     def global_step(self) -> int:
@@ -223,15 +223,12 @@ class FitLoopView:
 
     def __init__(self, loops: LoopsLike) -> None:
         self._loops = loops
-        p, marks = loops.progress, loops.training.marks
-
-        def epochs() -> tuple[int, int, int, int]:
-            e, phase = p.current_epoch, marks.phase
-            return e + (phase >= READY), e + (phase >= STARTED), e + (phase >= PROCESSED), e
-
-        self._epochs = epochs
-        self.epoch_progress = ProgressView(total=Tracker(epochs), current=Tracker(epochs))
+        self.epoch_progress = ProgressView(total=Tracker(self._epochs), current=Tracker(self._epochs))
         self.epoch_loop = EpochLoopView(loops)
+
+    def _epochs(self) -> tuple[int, int, int, int]:
+        e, phase = self._loops.progress.current_epoch, self._loops.training.marks.phase
+        return e + (phase >= READY), e + (phase >= STARTED), e + (phase >= PROCESSED), e
 
     @property
     def max_epochs(self) -> int:
