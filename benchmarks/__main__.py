@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
         note("\n")
     if "steps" in args.only and "tiny" in args.workloads:
         note("[calls] ")
-        calls = calls_per_step(loops, clock)
+        calls = calls_per_step(loops, clock, (50, 100) if args.quick else (200, 400))
         results["calls_per_step"] = calls
         note("\n")
     print(file=out)
@@ -143,10 +143,10 @@ def main(argv: list[str] | None = None) -> None:
             json.dump(results, f, indent=1)
 
 
-def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
-    """Function calls per training step of each loop: the difference between a 400-step and a 200-step run
-    of the tiny MLP, so that set-up is not counted."""
-    short, long = workloads.tiny(steps=200), workloads.tiny(steps=400)
+def calls_per_step(loops: list[str], clock: Any, steps: tuple[int, int] = (200, 400)) -> dict[str, float]:
+    """Function calls per training step of each loop: the difference between two runs of the tiny MLP (400 and
+    200 steps; fewer for a smoke run), so that set-up is not counted."""
+    short, long = workloads.tiny(steps=steps[0]), workloads.tiny(steps=steps[1])
     return {loop: harness.marginal_calls(frameworks.build(loop, short, clock), frameworks.build(loop, long, clock),
                                          long.steps() - short.steps())
             for loop in ["raw", *loops]}
@@ -154,7 +154,7 @@ def calls_per_step(loops: list[str], clock: Any) -> dict[str, float]:
 
 def _workload(key: str, quick: bool) -> workloads.Workload:
     if key == "tiny":
-        return workloads.tiny(steps=300 if quick else workloads.TINY_STEPS)
+        return workloads.tiny(steps=100 if quick else workloads.TINY_STEPS)
     if key == "tiny128":
         return workloads.tiny_epochs(epochs=2 if quick else 8)
     if key == "short":

@@ -166,9 +166,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def warm_python() -> Iterator[Any]:
     """One warm interpreter per test process (torch, ember and LightningCLI's modules imported once), forked for
-    each short command a test runs: see tests/warm.py."""
+    each short command a test runs: see tests/warm.py. ``torch._dynamo`` too: torch imports it at the first
+    optimizer a process makes (``Optimizer.add_param_group`` is wrapped to disable it), about as much CPU again as
+    importing torch, and every command that trains makes one."""
     from warm import Warm
 
-    interpreter = Warm(preload=("torch", "ember", "ember.cli", "ember.lightning.pytorch.cli", "jsonargparse"))
+    interpreter = Warm(preload=("torch", "ember", "ember.cli", "ember.lightning.pytorch.cli", "jsonargparse",
+                                "torch._dynamo"))
     yield interpreter
     interpreter.close()

@@ -166,3 +166,35 @@ def test_a_mistyped_role_or_option_is_an_error_with_a_suggestion(capsys) -> None
     assert "unknown option '--rol'. Did you mean '--role'?" in capsys.readouterr().err
     assert main(["hooks", "--family", "evnt"]) == 2
     assert "--family: invalid choice 'evnt'. Did you mean 'event'?" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_listing_every_plugin_imports_no_optional_client() -> None:
+    """``ember plugins`` asks each plugin whether it is available; that is answered without importing MLflow, W&B,
+    TensorBoard, rich or torch's FSDP (seconds each), all installed in the test environment."""
+    import subprocess
+    import sys
+
+    probe = ("import contextlib, io, json, sys\n"
+             "from ember.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+             "    assert main(['plugins', '--json']) == 0\n"
+             "rows = {r['identity']: r['status'] for r in json.loads(out.getvalue())['plugins']}\n"
+             "heavy = ['mlflow', 'wandb', 'tensorboard', 'rich', 'torch.distributed.fsdp']\n"
+             "print(json.dumps({'rows': rows, 'imported': [m for m in heavy if m in sys.modules]}))\n")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["imported"] == []
+    for identity in ["logger.mlflow", "logger.wandb", "logger.tensorboard", "progress.rich", "strategy.fsdp"]:
+        assert found["rows"][identity] in {"available", "active"}, identity  # not "unavailable"
+
+
+def test_an_optional_package_that_is_missing_is_named_with_its_install_command() -> None:
+    from ember.core.errors import ConfigurationError
+    from ember.plugins._shared import packages
+
+    packages.require("json", "logger 'x'", "x")  # installed: nothing to say
+    with pytest.raises(ConfigurationError, match=r"^logger 'x' needs the no_such_pkg package: "
+                                                 r"pip install 'ember\[x\]' \(or choose logger='csv'\)\.$"):
+        packages.require("no_such_pkg", "logger 'x'", "x", alternative="logger='csv'")

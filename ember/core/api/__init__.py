@@ -1,6 +1,7 @@
 """The classes users touch: ``Trainer`` (``trainer``, with Lightning's read-only properties in
 ``trainer_properties``), ``Module`` (``module``; its ``save_hyperparameters`` in ``hparams``), ``DataModule``
-(``datamodule``), ``Callback`` (``callback``) and ``ember.log`` (``logging_api``).
+(``datamodule``), ``Callback`` (``callback``) and ``ember.log`` (``logging_api``); which Trainer selected a role
+plugin, and the device it will run on (``role_plugins``).
 
 May import everything else in ``ember.core``; nothing in ``ember.core`` imports it.
 """

@@ -1,8 +1,8 @@
 """``ember.Callback``: the base of Lightning-style callbacks.
 
 Its event methods take the hook's arguments by position, ``(self, trainer, pl_module, ...)``, with any
-parameter names, as Lightning's ``Callback`` does; every hook is present as a no-op so that an override may
-call ``super()``. The no-ops are never registered, so a callback costs only the hooks it overrides. A plain
+parameter names, as Lightning's ``Callback`` does; every hook Lightning's ``Callback`` has is present as a no-op
+so that an override may call ``super()``. The no-ops are never registered, so a callback costs only the hooks it overrides. A plain
 object with ``@ember.hookimpl`` methods needs no base class and receives its arguments by name.
 """
 
@@ -68,4 +68,10 @@ def _module_of_run(call: str) -> Any:
 
 base_hook(Callback.state_key.fget)  # type: ignore[attr-defined]  # (a default: the identity is used instead)
 setattr(Callback, STYLE_ATTR, "callback")
-add_base_hooks(Callback, sorted(EVENT_HOOKS - {"prepare_data", "configure_model"}))
+#: Hooks of Lightning's module and DataModule that its ``Callback`` class does not define: a callback may implement
+#: them, but gets no base method, so that the class shows Lightning's set of methods (code that wraps every method
+#: of a callback, as Lightning's tests do, wraps the same ones).
+MODULE_ONLY = frozenset({"prepare_data", "configure_model", "on_before_batch_transfer", "on_after_batch_transfer",
+                         "on_validation_model_eval", "on_validation_model_train", "on_validation_model_zero_grad",
+                         "on_test_model_eval", "on_test_model_train", "on_predict_model_eval"})
+add_base_hooks(Callback, sorted(EVENT_HOOKS - MODULE_ONLY))

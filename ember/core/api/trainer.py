@@ -13,7 +13,8 @@ import attrs
 import torch
 
 from ember.core.api import logging_api
-from ember.core.api.trainer_properties import TrainerProperties, planned_root_device
+from ember.core.api.role_plugins import note_selected, planned_root_device
+from ember.core.api.trainer_properties import TrainerProperties
 from ember.core.checkpointing.checkpoint import Checkpointing
 from ember.core.errors import ConfigurationError, PluginError
 from ember.core.hooks import discovery, options, tracing
@@ -208,8 +209,8 @@ class Trainer(TrainerProperties):
         check = getattr(plugin, "check_available", None)
         if callable(check):
             check(self.config)  # raises ConfigurationError naming what is missing (e.g. no CUDA device)
-        self.role_plugins[role] = plugin
-        self.role_identities[role] = identity
+        self.role_plugins[role], self.role_identities[role] = plugin, identity
+        note_selected(plugin, self)  # trainer_of(plugin): how the plugin object answers code holding it
         if origin:
             self.plugin_manager.origins[identity] = origin
 
@@ -240,8 +241,7 @@ class Trainer(TrainerProperties):
         One that cannot be used (import error, invalid hook implementation, identity claimed twice, invalid
         identity) is skipped with an :class:`EmberWarning` naming it, its distribution, what failed and how to
         switch it off; with ``strict_plugins`` (or ``EMBER_STRICT_PLUGINS=1``) it is an error instead. A plugin
-        the user did not ask for should not stop a run; one they rely on can be made to.
-        """
+        the user did not ask for should not stop a run; one they rely on can be made to."""
         problems: list[str] = list(self.discovery.invalid_autoload)
         if problems and self.strict_plugins:
             raise PluginError(problems[0])

@@ -7,7 +7,6 @@ through C-level getters, so that a plugin reading ``trainer.global_step`` at eve
 from __future__ import annotations
 
 import contextlib
-import inspect
 import math
 import operator
 import os
@@ -20,7 +19,6 @@ import torch
 
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
-from ember.core.hooks.class_hooks import IMPL_MARK
 from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
@@ -28,21 +26,6 @@ if TYPE_CHECKING:
     from ember.core.loop.loop_views import EvaluationLoopView, FitLoopView
     from ember.core.loop.loops import Loops
     from ember.core.loop.state import TrainerState
-
-
-def planned_root_device(trainer: Any) -> torch.device:
-    """The device this process will run on, as far as it is known once the Trainer is built (``trainer.root_device``
-    before a run, as in Lightning): the selected strategy's or accelerator's ``root_device`` hook, at local rank 0.
-    Each run asks the hook again once its processes are started; a hook that cannot answer yet leaves the CPU."""
-    for role in ("strategy", "accelerator"):
-        fn = getattr(trainer.role_plugins.get(role), "root_device", None)
-        if not callable(fn) or getattr(fn, IMPL_MARK, None) is None:
-            continue
-        try:
-            return fn(**({"trainer": trainer} if "trainer" in inspect.signature(fn).parameters else {}))
-        except Exception:  # noqa: BLE001 - e.g. a strategy that needs its process group: the run asks again
-            break
-    return torch.device("cpu")
 
 
 def _rank(name: str, doc: str) -> Any:

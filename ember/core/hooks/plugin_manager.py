@@ -186,7 +186,7 @@ class PluginManager(pluggy.PluginManager):
         names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
         assert self._placed is not None and isinstance(own, dict)
         self._placed.append((name, value))
-        own[name] = spec_named(value, names)
+        own[name] = spec_named(value, names, name)
 
     def _asks_for_more(self, plugin: Any, name: str) -> bool:
         spec = getattr(getattr(self.hook, name, None), "spec", None)
@@ -215,7 +215,7 @@ class PluginManager(pluggy.PluginManager):
                               "`ember hooks` lists every hook and its arguments.") from None
         if argnames is None:
             return opts
-        named = spec_named(function, argnames)
+        named = spec_named(function, argnames, name)
         if named is None or not isinstance(getattr(plugin, "__dict__", None), dict):
             raise PluginError(f"{type(plugin).__name__}.{name} takes its arguments by position, which needs a "
                               "method defined with def on an object that has a __dict__; name its parameters like "

@@ -91,15 +91,38 @@ def _signature_of(argnames: tuple[str, ...]) -> Callable[..., None]:
     return template
 
 
+#: Hooks whose last argument Lightning passes by keyword (``callback.setup(trainer, pl_module, stage="fit")``).
+BY_KEYWORD = {"setup": "stage", "teardown": "stage"}
+
+
 def _call_target(target: Any, *args: Any, **kwargs: Any) -> Any:
     return target(*args, **kwargs)
 
 
-def spec_named(method: Any, argnames: tuple[str, ...]) -> Callable[..., Any] | None:
+def _call_with_keyword(target: tuple[Any, str], *args: Any) -> Any:
+    function, keyword = target
+    return function(*args[:-1], **{keyword: args[-1]})
+
+
+def _takes_keyword(method: Any, keyword: str) -> bool:
+    """Whether ``method`` can take ``keyword`` by name (a parameter of that name, or ``**kwargs``)."""
+    try:
+        params = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind is p.VAR_KEYWORD or (p.name == keyword and p.kind is not p.POSITIONAL_ONLY) for p in params)
+
+
+def spec_named(method: Any, argnames: tuple[str, ...], hook: str | None = None) -> Callable[..., Any] | None:
     """``method`` (a function, or one bound to an object) as pluggy reads one taking ``argnames``: a copy of the
     function with the same code, globals, closure and defaults, whose ``__wrapped__`` has the spec names, bound
-    as ``method`` was; another callable object (a ``functools.partial``) is called through a bound function."""
-    if not isinstance(method, (types.MethodType, types.FunctionType)) and callable(method):
+    as ``method`` was; another callable object (a ``functools.partial``) is called through a bound function.
+    Where Lightning passes ``hook``'s last argument by keyword (:data:`BY_KEYWORD`) and ``method`` can take it so,
+    it is passed so too (a wrapper or a mock that records the call sees Lightning's call)."""
+    keyword = BY_KEYWORD.get(hook or "")
+    if keyword is not None and argnames and argnames[-1] == keyword and _takes_keyword(method, keyword):
+        method = types.MethodType(_call_with_keyword, (method, keyword))  # once per run: setup and teardown
+    elif not isinstance(method, (types.MethodType, types.FunctionType)) and callable(method):
         method = types.MethodType(_call_target, method)  # a partial or other callable object: called through this
     bound = isinstance(method, types.MethodType)
     function = method.__func__ if bound else method

@@ -118,6 +118,11 @@ class Loops:
         if fn == "fit":
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
+        t.module.zero_grad()  # as Lightning does before each stage (a fit's: after on_fit_start)
+        if not t.config.fast_dev_batches and getattr(t.config, _LIMIT[fn]) == 0:
+            # limit_<stage>_batches=0 turns the stage off, as in Lightning: no loader asked for, no hook, no counts
+            setattr(t, f"num_{'val' if fn == 'validate' else fn}_batches", [])
+            return None if fn == "predict" else []
         if fn == "predict":
             keep = options.get("return_predictions")
             return self.predict(loaders["predict"], True if keep is None else keep)  # None: Lightning's default
@@ -222,6 +227,8 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
+        if resume is None:  # (a fit resumed inside an accumulation window carries its restored gradients)
+            module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
         self.sanity_check()
@@ -444,6 +451,10 @@ class Loops:
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
+
+
+#: The Trainer argument that limits each evaluation entry point's batches.
+_LIMIT = {"validate": "limit_val_batches", "test": "limit_test_batches", "predict": "limit_predict_batches"}
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -51,6 +51,8 @@ def overridden(module: Any, name: str) -> Any:
         # what inspect.getattr_static finds for a name the instance does not hold (the first class on the MRO
         # that defines it), for a fraction of its cost: this runs for several names every epoch
         attr = next((vars(klass)[name] for klass in type(module).__mro__ if name in vars(klass)), None)
+    elif isinstance(own, dict) and callable(own[name]) and not isinstance(own[name], types.FunctionType):
+        return own[name]  # set on the instance (a functools.partial, a mock): called in the method's place
     else:
         try:
             attr = inspect.getattr_static(module, name)

@@ -187,7 +187,7 @@ class TrainingLoop:
             batch = transfer(batch, 0)
             if h.on_train_batch_start is not None:
                 if -1 in h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx):
-                    self.marks.cut = True  # this batch is the epoch's last (trainer.is_last_batch)
+                    scheds_stepped = self._cut_short(automatic)
                     break
             step_before = p.global_step
             outputs = step_fn(batch, batch_idx, is_last)
@@ -220,12 +220,22 @@ class TrainingLoop:
         ctx.batch = None
         return scheds_stepped
 
+    def _cut_short(self, automatic: bool) -> bool:
+        """-1 from ``on_train_batch_start``: the skipped batch ends the epoch and counts as its last, as in Lightning
+        (``trainer.is_last_batch``; both scheduler intervals step). Returns whether the schedulers stepped."""
+        self.marks.cut = True
+        if automatic and self.t.lr_scheduler_configs:
+            schedulers.step(self, "step")
+            schedulers.step(self, "epoch")
+            return True
+        return False
+
     def _end_epoch(self, scheds_stepped: bool) -> None:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
-        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch (they stepped then);
-        # one that ended early (max_steps, -1 from on_train_batch_start, a stop) steps none of them.
+        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch, or that -1 from
+        # on_train_batch_start ended (they stepped then); one that ended early otherwise (max_steps, a stop) steps none.
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)

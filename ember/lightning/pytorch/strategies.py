@@ -24,6 +24,7 @@ from ember.plugins.strategies.ddp_spawn import DDPSpawnStrategy as _EmberDDPSpaw
 from ember.plugins.strategies.distributed import ProcessGroupStrategy
 from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
+from ember.plugins.strategies.surface import StrategySurface
 
 __all__ = ["DDPStrategy", "DeepSpeedStrategy", "FSDPStrategy", "ModelParallelStrategy", "ParallelStrategy",
            "SingleDeviceStrategy", "Strategy"]
@@ -36,10 +37,12 @@ THROUGH_METHODS = frozenset({"batch_to_device", "process_dataloader", "reduce", 
 _OPS = {"mean": "mean", "avg": "mean", "sum": "sum", "max": "max", "min": "min"}
 
 
-class Strategy(SeedPlugin):
+class Strategy(SeedPlugin, StrategySurface):
     """Lightning's ``Strategy``: one process; subclass it to change one part of the work. ``accelerator``,
     ``checkpoint_io`` and ``precision_plugin`` are passed to the Trainer on their own (``Trainer(accelerator=...,
-    plugins=[...])``) in ember, where each role is a plugin of its own."""
+    plugins=[...])``) in ember, where each role is a plugin of its own; ``root_device``, ``lightning_module``,
+    ``model``, ``optimizers``, ``backward``, ``tensor_init_context``, ... answer as on ember's own strategies
+    (:class:`ember.plugins.strategies.surface.StrategySurface`)."""
 
 
     role = "strategy"
@@ -50,34 +53,15 @@ class Strategy(SeedPlugin):
                             "the Trainer instead (accelerator=..., plugins=[...]); in ember each is a plugin of its own.")
 
     @property
-    def root_device(self) -> torch.device:
-        return self._trainer.root_device if self._trainer is not None else torch.device("cpu")
-
-    @property
-    def global_rank(self) -> int:
-        return self._trainer.global_rank if self._trainer is not None else 0
-
-    @property
-    def is_global_zero(self) -> bool:
-        return self.global_rank == 0
-
-    @property
-    def lightning_module(self) -> Any:
-        return self._trainer.module if self._trainer is not None else None
-
-    @property
-    def model(self) -> Any:
-        return self._trainer.model if self._trainer is not None else None
-
-    @property
     def async_save(self) -> bool:
         """Whether the checkpoint writes may go to the background (as the inner plugin says)."""
         return bool(getattr(self.plugin, "async_save", False))
 
     # -- Lightning's methods ---------------------------------------------------------------------------
     def connect(self, model: Any) -> None:
-        """Called once per run with the module, before the accelerator sets up the device (as in Lightning);
-        ``lightning_module`` and ``model`` are the trainer's in ember."""
+        """Called once per run with the module, before the accelerator sets up the device (as in Lightning), and by
+        code that attaches a module by hand: ``model`` becomes the Trainer's (``lightning_module``)."""
+        StrategySurface.connect(self, model)
 
     def connect_trainer(self, trainer: Any) -> None:
         self.connect(trainer.module)

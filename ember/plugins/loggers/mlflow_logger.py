@@ -14,8 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared import packages
 from ember.plugins.loggers import plain
 
 #: The trainer's run status -> MLflow's run status.
@@ -61,11 +61,7 @@ class MLFlowLogger:
 
     @staticmethod
     def check_available(config: Any = None) -> None:
-        try:
-            import mlflow  # noqa: F401
-        except ImportError as exc:
-            raise ConfigurationError("logger 'mlflow' needs MLflow: pip install 'ember[mlflow]' (or choose "
-                                     "logger='csv').") from exc
+        packages.require("mlflow", "logger 'mlflow'", "mlflow", alternative="logger='csv'")
 
     # -- where -----------------------------------------------------------------------------------------------
     @property

@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared import packages
 from ember.plugins.loggers import VersionedLogger, plain, save_hparams, tensorboard_available
 
 
@@ -47,11 +47,7 @@ class TensorBoardLogger(VersionedLogger):
 
     @staticmethod
     def check_available(config: Any = None) -> None:
-        try:
-            import tensorboard  # noqa: F401
-        except ImportError as exc:
-            raise ConfigurationError("logger 'tensorboard' needs the tensorboard package: "
-                                     "pip install 'ember[tensorboard]' (or choose logger='csv').") from exc
+        packages.require("tensorboard", "logger 'tensorboard'", "tensorboard", alternative="logger='csv'")
 
     @property
     def log_dir(self) -> str:

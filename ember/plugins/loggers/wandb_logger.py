@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared import packages
 from ember.plugins.loggers import plain
 
 #: The metric every other metric is plotted against (so validation values logged at a step already used by
@@ -53,11 +53,7 @@ class WandbLogger:
 
     @staticmethod
     def check_available(config: Any = None) -> None:
-        try:
-            import wandb  # noqa: F401
-        except ImportError as exc:
-            raise ConfigurationError("logger 'wandb' needs wandb: pip install 'ember[wandb]' (or choose "
-                                     "logger='csv').") from exc
+        packages.require("wandb", "logger 'wandb'", "wandb", alternative="logger='csv'")
 
     @property
     def save_dir(self) -> str:

@@ -91,6 +91,16 @@ class ProgressBar:
         return bool(isatty and isatty())
 
     @staticmethod
+    def train_total(trainer: Any) -> int | float:
+        """The training bar's length for the epoch that starts: the loader's batches, and, in a fit that only
+        ``max_steps`` bounds (``max_epochs=-1``), at most the steps left, so that a loader without a length (an
+        iterable dataset, a generator) still shows how far the fit has come."""
+        batches, steps = trainer.num_training_batches, trainer.max_steps
+        if trainer.max_epochs == -1 and steps is not None and steps > 0:
+            return min(batches, steps - trainer.global_step)
+        return batches
+
+    @staticmethod
     def _total(counts: Any) -> int | None:
         total = sum(counts) if isinstance(counts, (list, tuple)) else counts
         return None if total is None or total == math.inf else int(total)
@@ -174,7 +184,7 @@ class ProgressBar:
         self._epoch_start = time.monotonic()
         epochs = trainer.max_epochs
         title = f"Epoch {trainer.current_epoch + 1}" + (f"/{epochs}" if epochs and epochs > 0 else "")
-        self._start("train", self._total(trainer.num_training_batches), title, leave=True)
+        self._start("train", self._total(self.train_total(trainer)), title, leave=True)
 
     @hookimpl
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

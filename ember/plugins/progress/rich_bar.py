@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TextIO
 
-from ember.core.errors import ConfigurationError
+from ember.plugins._shared import packages
 from ember.plugins.progress import ProgressBar, _fmt
 
 
@@ -25,10 +25,7 @@ class RichProgressBar(ProgressBar):
 
     @staticmethod
     def check_available(config: Any = None) -> None:
-        try:
-            import rich  # noqa: F401
-        except ImportError as exc:
-            raise ConfigurationError("progress bar 'rich' needs the rich package: pip install 'ember[rich]'.") from exc
+        packages.require("rich", "progress bar 'rich'", "rich")
 
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
         from rich.console import Console

@@ -66,7 +66,7 @@ class DDPStrategy(ProcessGroupStrategy):
             raise ConfigurationError(f"DDPStrategy({', '.join(unknown)}=...): not an argument of DistributedDataParallel; "
                                      f"allowed: {', '.join(sorted(_ddp_arguments()))}.")
         self.ddp_kwargs = ddp_kwargs
-        self.model: Any = None
+        self._wrapped: Any = None  # the DistributedDataParallel of the run (``strategy.model``)
 
     @staticmethod
     def auto_select(config: Any) -> int | None:
@@ -83,13 +83,13 @@ class DDPStrategy(ProcessGroupStrategy):
 
         device = trainer.root_device
         device_ids = [device.index if device.index is not None else 0] if device.type == "cuda" else None
-        self.model = hold(DistributedDataParallel(_TrainingStepForward(module, module.training_step),
+        self._wrapped = hold(DistributedDataParallel(_TrainingStepForward(module, module.training_step),
                                                   device_ids=device_ids, **self.ddp_kwargs))
-        return self.model
+        return self._wrapped
 
     @hookimpl(wrapper=True)
     def step(self, trainer: Any, module: Any, batch_idx: int, stage: str) -> Generator[None, Any, Any]:
-        model = self.model
+        model = self._wrapped
         if stage != "train" or model is None:
             return (yield)
         # The fallback runs the training step through ``model`` (the answer of setup_module): DDP's forward.
@@ -108,5 +108,5 @@ class DDPStrategy(ProcessGroupStrategy):
 
     @hookimpl
     def teardown(self) -> None:
-        self.model = None
+        self._wrapped = None
         super().teardown()

@@ -42,6 +42,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies.sampler import shard_loader
+from ember.plugins.strategies.surface import StrategySurface
 
 #: How long a collective may wait for the other ranks before it fails (torch's own default).
 DEFAULT_TIMEOUT = timedelta(minutes=30)
@@ -183,7 +184,7 @@ def _release_groups(groups: list[Any] | None = None) -> None:
     handles.clear()
 
 
-class ProcessGroupStrategy:
+class ProcessGroupStrategy(StrategySurface):
     """Base of the multi-process strategies; see the module docstring."""
 
     role = "strategy"
@@ -362,8 +363,8 @@ class ProcessGroupStrategy:
 
         return trainer.world_size > 1 and dist.is_initialized()
 
-    @hookimpl
-    def reduce(self, trainer: Any, tensor: torch.Tensor, op: str) -> torch.Tensor | None:
+    @hookimpl(specname="reduce")  # (``reduce`` itself is Lightning's method: see surface.py)
+    def _ember_reduce(self, trainer: Any, tensor: torch.Tensor, op: str) -> torch.Tensor | None:
         import torch.distributed as dist
 
         if op not in _REDUCE_OPS:
@@ -381,8 +382,8 @@ class ProcessGroupStrategy:
             value /= trainer.world_size
         return value.to(device)
 
-    @hookimpl
-    def all_gather(self, trainer: Any, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor | None:
+    @hookimpl(specname="all_gather")  # (``all_gather`` itself is Lightning's method: see surface.py)
+    def _ember_all_gather(self, trainer: Any, tensor: torch.Tensor, sync_grads: bool) -> torch.Tensor | None:
         import torch.distributed as dist
 
         if not self._active(trainer):
@@ -402,8 +403,8 @@ class ProcessGroupStrategy:
         dist.all_gather(parts, local)
         return torch.stack(parts).to(device)
 
-    @hookimpl(wrapper=True)
-    def broadcast(self, trainer: Any, obj: Any, src: int) -> Generator[None, Any, Any]:
+    @hookimpl(specname="broadcast", wrapper=True)  # (``broadcast`` itself is Lightning's method)
+    def _ember_broadcast(self, trainer: Any, obj: Any, src: int) -> Generator[None, Any, Any]:
         import torch.distributed as dist
 
         local = yield  # a wrapper, so that a None sent by ``src`` is an answer too
@@ -413,8 +414,8 @@ class ProcessGroupStrategy:
         dist.broadcast_object_list(box, src=src)
         return box[0]
 
-    @hookimpl
-    def barrier(self, trainer: Any, name: str | None) -> bool:
+    @hookimpl(specname="barrier")  # (``barrier`` itself is Lightning's method: see surface.py)
+    def _ember_barrier(self, trainer: Any, name: str | None) -> bool:
         import torch.distributed as dist
 
         if self._active(trainer):
@@ -424,8 +425,8 @@ class ProcessGroupStrategy:
                 dist.barrier()
         return True
 
-    @hookimpl
-    def reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
+    @hookimpl(specname="reduce_boolean_decision")  # (the plain name is Lightning's method: see surface.py)
+    def _ember_reduce_boolean_decision(self, trainer: Any, decision: bool, all: bool) -> bool:
         import torch.distributed as dist
 
         if not self._active(trainer):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.core.errors import ConfigurationError
+from ember.plugins.strategies.surface import StrategySurface
 
 
 def _count(devices: Any) -> int:
@@ -21,7 +22,7 @@ def _count(devices: Any) -> int:
     return int(devices)
 
 
-class SingleDeviceStrategy:
+class SingleDeviceStrategy(StrategySurface):
     role = "strategy"
     identity = "strategy.single_device"
     #: What starts the processes of a run: nothing here, the run stays in the calling process (Lightning's

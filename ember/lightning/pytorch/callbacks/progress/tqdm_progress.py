@@ -126,7 +126,7 @@ class TQDMProgressBar(_EmberTQDM):
 
     @property
     def total_train_batches(self) -> int | float:
-        return self.trainer.num_training_batches
+        return self.train_total(self.trainer)
 
     @property
     def total_val_batches(self) -> int | float:

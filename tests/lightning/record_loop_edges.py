@@ -1,0 +1,80 @@
+"""Records edge cases of Lightning's training loop for tests/test_lightning_compat_loop_edges.py: learning-rate
+schedulers in an epoch that ``-1`` from ``on_train_batch_start`` ends, and the training bar's length when only
+``max_steps`` bounds a fit (a loader with and without a length).
+
+The scenarios take the framework's ``pytorch`` module, so that the test runs the very same code on
+``ember.lightning.pytorch``. Run in an environment with Lightning installed (not a dependency of ember):
+    python tests/lightning/record_loop_edges.py tests/lightning/loop_edges.json
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import warnings
+from typing import Any
+
+import torch
+
+
+def scenarios(pl: Any) -> dict[str, Any]:
+    from torch.utils.data import DataLoader, TensorDataset
+
+    class Model(pl.LightningModule):
+        def __init__(self, interval: str = "epoch", skip_at: int | None = None) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+            self.interval, self.skip_at = interval, skip_at
+            self.totals: list[Any] = []
+
+        def on_train_batch_start(self, batch: Any, batch_idx: int) -> Any:
+            return -1 if batch_idx == self.skip_at else None
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            return self.layer(batch[0]).pow(2).mean()
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            if batch_idx == 0 and self.trainer.progress_bar_callback is not None:
+                self.totals.append(self.trainer.progress_bar_callback.train_progress_bar.total)
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+            return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": self.interval}}
+
+    def data(n: int) -> DataLoader:
+        return DataLoader(TensorDataset(torch.randn(n, 4)), batch_size=1)
+
+    def trainer(**kwargs: Any) -> Any:
+        return pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
+                          num_sanity_val_steps=0, **kwargs)
+
+    out: dict[str, Any] = {}
+    for interval, skip_at in itertools.product(["step", "epoch"], [0, 2, None]):
+        model = Model(interval, skip_at)
+        t = trainer(max_epochs=2, limit_train_batches=5, enable_progress_bar=False)
+        t.fit(model, data(8))
+        out[f"lr {interval} skip {skip_at}"] = {"lr": t.optimizers[0].param_groups[0]["lr"],
+                                                "global_step": t.global_step}
+    for steps in (3, 7):
+        model = Model()
+        t = trainer(max_epochs=-1, max_steps=steps)
+        t.fit(model, data(5))
+        out[f"bar total, 5 batches, max_steps {steps}"] = model.totals
+        model = Model()
+        t = trainer(max_epochs=-1, max_steps=steps)
+        t.fit(model, (batch for batch in itertools.repeat([torch.randn(1, 4)])))  # no length
+        out[f"bar total, no length, max_steps {steps}"] = model.totals
+    return out
+
+
+if __name__ == "__main__":
+    import lightning
+    import lightning.pytorch
+
+    warnings.filterwarnings("ignore")
+    recorded = {"lightning": lightning.__version__, "recorded": scenarios(lightning.pytorch)}
+    with open(sys.argv[1], "w") as f:  # not stdout: the progress bars draw there
+        json.dump(recorded, f, indent=1)
+        f.write("\n")

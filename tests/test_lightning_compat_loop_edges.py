@@ -1,0 +1,35 @@
+"""Edge cases of the training loop, run with Lightning's names and compared with what Lightning does
+(tests/lightning/loop_edges.json, recorded by tests/lightning/record_loop_edges.py on Lightning itself): the
+learning-rate schedulers of an epoch that ``-1`` from ``on_train_batch_start`` ends, and the training bar's
+length in a fit that only ``max_steps`` bounds."""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "lightning"
+RECORDED = json.loads((HERE / "loop_edges.json").read_text())["recorded"]
+
+
+@pytest.fixture(scope="module")
+def on_ember() -> dict:
+    import ember.lightning.pytorch as pl
+
+    sys.path.insert(0, str(HERE))
+    try:
+        from record_loop_edges import scenarios
+    finally:
+        sys.path.remove(str(HERE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging intervals
+        return scenarios(pl)
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED))
+def test_same_as_lightning(on_ember: dict, case: str) -> None:
+    assert on_ember[case] == RECORDED[case]
