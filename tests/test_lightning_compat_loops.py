@@ -294,3 +294,11 @@ def test_a_trainer_with_its_loop_views_still_pickles():
     copy = pickle.loads(pickle.dumps(trainer))
     assert copy.fit_loop.max_epochs == 3 and copy.fit_loop.epoch_progress.current.completed == 0
     assert copy.fit_loop.epoch_loop.val_loop.batch_progress.total.ready == 0
+
+
+def test_an_evaluation_loops_setup_data_outside_its_run_says_when_ember_reads_the_loaders():
+    trainer = pl.Trainer(**QUIET)
+    with pytest.raises(ConfigurationError, match=r"test_loop.setup_data\(\) reads the loaders of a running trainer.test"):
+        trainer.test_loop.setup_data()
+    with pytest.raises(ConfigurationError, match=r"fit_loop.epoch_loop.val_loop.setup_data\(\)"):
+        trainer.fit_loop.epoch_loop.val_loop.setup_data()

@@ -4,8 +4,9 @@ fit's ``val_loop``), ``trainer.validate_loop``, ``trainer.test_loop`` and ``trai
 Ember's loop is an event bus, not a tree of loop objects; these views give code written for Lightning the names
 it reads (``fit_loop.epoch_progress.current.completed``, ``fit_loop.epoch_loop.batch_progress.total.ready``,
 ``fit_loop.max_epochs``, ``fit_loop.done``, ...). Every value is worked out when it is read, from the counters the
-loop keeps anyway (:class:`~ember.core.loop.state.Progress`, :class:`~ember.core.loop.state.EpochMarks`,
-:class:`~ember.core.loop.state.EvalCounts`), so a view costs the loop nothing.
+loop keeps (:class:`~ember.core.loop.state.Progress`, :class:`~ember.core.loop.state.EpochMarks`,
+:class:`~ember.core.loop.state.EvalCounts`): the training loop marks an epoch's start and end and nothing per batch,
+the evaluation loop notes each batch's index.
 
 Lightning marks four points of each epoch, batch and optimizer step: ``ready``, ``started``, ``processed``,
 ``completed``. The epoch's four are exact (``processed`` counts the epoch from before ``on_train_epoch_end``,
@@ -126,9 +127,10 @@ class EvaluationLoopView:
         if self._stage == "fit" and loops.t.state.fn == "fit" and loops.fit_loaders:
             loops.training.load_val_data_if_due()
         elif loops.t.state.fn != self._stage:
-            raise ConfigurationError(f"{self._stage}_loop.setup_data() reads the loaders of a running trainer."
-                                     f"{self._stage}(): ember reads them when the run starts, so call it from a hook of "
-                                     "that run, or read trainer.num_*_batches after it.")
+            name = "fit_loop.epoch_loop.val_loop" if self._stage == "fit" else f"{self._stage}_loop"
+            raise ConfigurationError(f"{name}.setup_data() reads the loaders of a running trainer.{self._stage}(): "
+                                     "ember reads them when the run starts, so call it from a hook of that run, or "
+                                     "read trainer.num_*_batches after it.")
 
 
 class EpochLoopView:
