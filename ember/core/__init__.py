@@ -33,8 +33,8 @@ from types import ModuleType
 ROOMS = {
     "hooks": ("class_hooks", "config", "defaults", "discovery", "dispatch", "options", "plugin_manager",
               "positional", "tracing", "trainer_args"),
-    "loop": ("combined", "data", "evaluation", "loops", "metrics", "module_overrides", "optim", "parts", "results",
-             "resumable_data", "rng", "run_inputs", "schedulers", "seed", "signals", "state", "training"),
+    "loop": ("combined", "data", "evaluation", "loop_views", "loops", "metrics", "module_overrides", "optim", "parts",
+             "results", "resumable_data", "rng", "run_inputs", "schedulers", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
                       "plugin_state", "restarts", "writer_process"),
     "api": ("callback", "datamodule", "hparams", "logging_api", "module", "role_plugins", "trainer",

@@ -23,6 +23,7 @@ from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
     from ember.core.hooks.config import TrainerConfig
+    from ember.core.loop.loop_views import EvaluationLoopView, FitLoopView
     from ember.core.loop.loops import Loops
     from ember.core.loop.state import TrainerState
 
@@ -101,6 +102,11 @@ class TrainerProperties:
     should_stop: bool = _read("loop.progress.should_stop", "Set True to end the fit at the next point it may stop "
                               "(after ``min_epochs``/``min_steps``).", writable=True)
     sanity_checking: bool = _read("state.sanity_checking", "True during the validation run before training.")
+    # Lightning's loop objects, as views of the state above (ember.core.loop.loop_views)
+    fit_loop: FitLoopView = _read("loop.views.fit", "The fit's epochs, batches, optimizer steps and limits.")
+    validate_loop: EvaluationLoopView = _read("loop.views.validate", "The batches trainer.validate() ran.")
+    test_loop: EvaluationLoopView = _read("loop.views.test", "The batches trainer.test() ran.")
+    predict_loop: EvaluationLoopView = _read("loop.views.predict", "The batches trainer.predict() ran.")
     callback_metrics: dict[str, torch.Tensor] = _read(
         "loop.metrics.callback_metrics", "Every value logged (step and epoch values), for callbacks to monitor.")
     logged_metrics: dict[str, torch.Tensor] = _read("loop.metrics.logged_metrics",
@@ -412,8 +418,8 @@ class TrainerProperties:
 
     @property
     def is_last_batch(self) -> bool:
-        """The running training batch is the last of its epoch."""
-        return self.loop.progress.batch_idx + 1 >= self.num_training_batches
+        """The running training batch is the last of its epoch (also when ``on_train_batch_start`` ended it)."""
+        return self.loop.progress.batch_idx + 1 >= self.num_training_batches or self.loop.training.marks.cut
 
     @property
     def train_dataloader(self) -> Any:

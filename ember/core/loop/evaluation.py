@@ -21,7 +21,7 @@ import torch
 from ember.core.hooks.defaults import check_dataloader_idx
 from ember.core.loop.data import length, set_sampler_epoch
 from ember.core.loop.results import Results
-from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP
+from ember.core.loop.state import EPOCH_HOOK, EVAL_STEP, EvalCounts
 
 if TYPE_CHECKING:
     from ember.core.loop.parts import LoopsLike
@@ -37,6 +37,9 @@ class EvaluationLoop:
 
     def __init__(self, loop: LoopsLike) -> None:
         self.loop = loop
+        #: The batches each evaluation loop ran, by loop: ``"fit"`` (the fit's validation and its sanity check),
+        #: ``"validate"``, ``"test"``, ``"predict"`` (read by ``trainer.fit_loop`` and the other loop views).
+        self.counts = {name: EvalCounts() for name in ("fit", "validate", "test", "predict")}
 
     def run(self, stage: str, loaders: list[Any], nums: list[float],
             predictions: list[list[Any]] | None = None) -> dict[str, torch.Tensor]:
@@ -60,6 +63,8 @@ class EvaluationLoop:
         if events["model_eval"] is not None:
             events["model_eval"](trainer=t, module=module)
         values: dict[str, torch.Tensor] = {}
+        counts = self.counts["fit" if t.state.fn == "fit" else stage]
+        counts.start_run()
         with _grad_context(t.config.inference_mode):
             if events["start"] is not None:
                 events["start"](trainer=t, module=module)
@@ -68,7 +73,7 @@ class EvaluationLoop:
             for dl_idx, (loader, n) in enumerate(zip(loaders, nums)):
                 set_sampler_epoch(loader, t.current_epoch)
                 if n:
-                    self._batches(stage, events, dl_idx, loader, n, predictions)
+                    self._batches(stage, events, dl_idx, loader, n, predictions, counts)
             loop.log_context.batch = None
             loop.log_context.defaults = EPOCH_HOOK
             loop.log_context.num_dataloaders = 1  # the epoch's end is no dataloader's: no suffix (Lightning)
@@ -90,7 +95,7 @@ class EvaluationLoop:
         return values
 
     def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,
-                 predictions: list[list[Any]] | None) -> None:
+                 predictions: list[list[Any]] | None, counts: EvalCounts) -> None:
         loop, t = self.loop, self.loop.t
         ctx, transfer, step = loop.log_context, loop.transfer, t.hook.step
         model, module = t.model, t.module
@@ -98,6 +103,7 @@ class EvaluationLoop:
         ctx.dataloader_idx = dl_idx
         limited = n < length(loader)  # else the loader ends by itself, as in a for-loop
         for batch_idx, batch in enumerate(loader):
+            counts.batch_idx = batch_idx
             ctx.defaults = EVAL_STEP
             batch = transfer(batch, dl_idx)
             if start is not None:
@@ -114,6 +120,7 @@ class EvaluationLoop:
                 end(outputs=out, batch=batch, batch_idx=batch_idx, dataloader_idx=dl_idx, trainer=t, module=module)
             if limited and batch_idx + 1 >= n:
                 break
+        counts.done, counts.batch_idx = counts.current[1] + (counts.batch_idx >= 0), -1  # this loader's batches
 
 
 def by_dataloader(results: Results, values: dict[str, torch.Tensor], num_loaders: int) -> list[dict[str, float]]:

@@ -37,6 +37,7 @@ from ember.core.loop import seed
 from ember.core.loop.combined import Together
 from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
+from ember.core.loop.loop_views import LoopViews
 from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import parse_optimizers
 from ember.core.loop.results import Results
@@ -68,6 +69,8 @@ class Loops:
         self.test_results = Results("test")
         self.training = TrainingLoop(self)
         self.evaluation = EvaluationLoop(self)
+        #: Lightning's loop objects over this state (``trainer.fit_loop``, ...).
+        self.views = LoopViews(self)
         #: What ``self.optimizers()`` returns under manual optimization.
         self.manual_optimizers: list[ManualOptimizer] = []
         #: The loaders given to the running fit (None where its data comes from methods).
@@ -345,6 +348,7 @@ class Loops:
                     h.on_sanity_check_end(trainer=t, module=t.module)
         finally:
             t.state.sanity_checking = False
+            self.evaluation.counts["fit"].clear()  # the fit's validation counts start after the sanity check
 
     def hyperparameters(self) -> dict[str, Any]:
         """The module's ``hparams`` and the DataModule's, for the loggers."""

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from ember.core.loop.metrics import MetricLog
     from ember.core.loop.results import Results
-    from ember.core.loop.state import LogContext, Progress
+    from ember.core.loop.state import EvalCounts, LogContext, Progress
 
 from ember.hookspecs import TrainerLike
 
@@ -28,6 +28,9 @@ class LoopsLike(Protocol):
     log_context: LogContext
     metrics: MetricLog
     train_results: Results
+    #: The training loop (``ember.core.loop.training.TrainingLoop``) and the loaders given to the running fit.
+    training: Any
+    fit_loaders: dict[str, Any]
     val_results: Results
     test_results: Results
 
@@ -43,6 +46,10 @@ class LoopsLike(Protocol):
 
 class Evaluation(Protocol):
     """The evaluation loop, as the training loop runs it for validation."""
+
+    #: The batches each evaluation loop ran: ``"fit"`` (the fit's validation), ``"validate"``, ``"test"``,
+    #: ``"predict"``.
+    counts: dict[str, EvalCounts]
 
     def run(self, stage: str, loaders: list[Any], nums: list[float],
             predictions: list[list[Any]] | None = None) -> dict[str, torch.Tensor]: ...

@@ -5,6 +5,9 @@
 - :class:`Progress`: the fit loop's counters (epoch, optimizer steps, batch, batches seen, ``should_stop``);
   read through ``trainer.current_epoch``, ``trainer.global_step``, ``trainer.batch_idx``, ``trainer.should_stop``.
   A checkpoint saves it as one :class:`FitProgress` and restores it as one.
+- :class:`EpochMarks` and :class:`EvalCounts`: where the running training epoch and each evaluation run stand,
+  marked a few times per epoch and once per evaluation batch; ``trainer.fit_loop`` and the other loop views
+  (:mod:`ember.core.loop.loop_views`) derive Lightning's progress counters from them when asked.
 - :class:`LogContext`: what ``self.log`` needs to know about the moment it is called in (the stage's
   results, the default ``on_step``/``on_epoch``, the dataloader index and count, the current batch).
 
@@ -160,6 +163,63 @@ class Progress:
         """Continue from the counters of a checkpoint."""
         self.current_epoch, self.global_step = saved.epoch, saved.global_step
         self.batches_seen, self.should_stop = saved.batches_seen, saved.should_stop
+
+
+#: ``EpochMarks.phase``: no epoch running; the epoch is about to start (``on_train_epoch_start`` runs); its batches
+#: run; its batches are done (``on_train_epoch_end`` runs, the epoch is not counted yet).
+IDLE, READY, STARTED, PROCESSED = 0, 1, 2, 3
+
+
+@attrs.define(slots=True)
+class EpochMarks:
+    """Where the running training epoch stands, written by the training loop at its start and end only."""
+
+    #: :data:`IDLE`, :data:`READY`, :data:`STARTED` or :data:`PROCESSED`.
+    phase: int = IDLE
+    #: An epoch has run its batches on this Trainer (before, the batch counters read 0).
+    began: bool = False
+    #: Where the epoch's batches began: the batch index (past 0 when resuming mid-epoch), ``Progress.batches_seen``
+    #: and ``Progress.global_step`` then.
+    first_batch: int = 0
+    seen: int = 0
+    step: int = 0
+    #: Batches of earlier epochs that began and did not run (``on_train_batch_start`` returned -1).
+    unfinished: int = 0
+    #: ``on_train_batch_start`` returned -1 in this epoch: its running batch is its last.
+    cut: bool = False
+
+
+@attrs.define(slots=True)
+class EvalCounts:
+    """The batches one evaluation loop ran (the fit's validation, ``validate``, ``test`` or ``predict``).
+
+    ``current`` counts the running (or last) run; ``total`` adds the earlier runs, from ``base``. The fit's
+    validation starts ``total`` again at each training epoch, as Lightning's does.
+    """
+
+    #: Batches completed in this run by the loaders it has finished.
+    done: int = 0
+    #: The index of the batch running now in its loader, -1 between batches of different loaders.
+    batch_idx: int = -1
+    #: What ``total`` counts besides this run (negative after the epoch restart, while ``current`` still reads
+    #: the previous run).
+    base: int = 0
+
+    @property
+    def current(self) -> tuple[int, int]:
+        """(batches begun, batches completed) in this run."""
+        i = self.batch_idx
+        return (self.done + i + 1, self.done + i) if i >= 0 else (self.done, self.done)
+
+    def start_run(self) -> None:
+        self.base, self.done, self.batch_idx = self.base + self.done, 0, -1
+
+    def restart_total(self) -> None:
+        """``total`` starts again from 0; ``current`` keeps reading the last run."""
+        self.base = -self.done
+
+    def clear(self) -> None:
+        self.done, self.batch_idx, self.base = 0, -1, 0
 
 
 #: ``LogContext.defaults``: (default on_step, default on_epoch, called from an epoch-level hook).

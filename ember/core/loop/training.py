@@ -30,7 +30,7 @@ from ember.core.loop import module_overrides
 from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
 from ember.core.loop.optim import ManualOptimizer, needs_closure
-from ember.core.loop.state import EPOCH_HOOK, STEP, FitProgress
+from ember.core.loop.state import EPOCH_HOOK, IDLE, PROCESSED, READY, STARTED, STEP, EpochMarks, FitProgress
 
 if TYPE_CHECKING:
     from ember.core.loop.parts import LoopsLike
@@ -69,6 +69,8 @@ class TrainingLoop:
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
         self.val_seconds: float | None = None
         self.last_val_time = 0.0
+        #: Where the running epoch stands (read by ``trainer.fit_loop``, :mod:`ember.core.loop.loop_views`).
+        self.marks = EpochMarks()
 
     def reset_data(self, validates: bool) -> None:
         """At the start of a fit: no loader has been asked for yet."""
@@ -132,6 +134,7 @@ class TrainingLoop:
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         set_sampler_epoch(loader, self.progress.current_epoch)
+        self.marks.phase = READY
         if t.hook.on_train_epoch_start is not None:
             t.hook.on_train_epoch_start(trainer=t, module=t.module)
         n = t.num_training_batches
@@ -144,7 +147,20 @@ class TrainingLoop:
             ckpt.restore_rng()
             start = resume.batch_idx + 1
             loader = ckpt.resumed_batches(start)
+        else:
+            loop.evaluation.counts["fit"].restart_total()  # Lightning's validation count is per epoch
+        self._mark_batches_begin(start)
         return (enumerate(loader, start) if n != math.inf else with_last(loader, start)), read_to_end
+
+    def _mark_batches_begin(self, start: int) -> None:
+        """The epoch's batches begin at ``start``: no batch of it has run (``trainer.batch_idx`` reads
+        ``start - 1`` until the first one begins)."""
+        p, marks = self.progress, self.marks
+        if marks.began:  # the previous epoch's batches that began and never ran (-1 from on_train_batch_start)
+            marks.unfinished += p.batch_idx + 1 - (marks.first_batch + p.batches_seen - marks.seen)
+        p.batch_idx = start - 1
+        marks.phase, marks.began, marks.first_batch, marks.cut = STARTED, True, start, False
+        marks.seen, marks.step = p.batches_seen, p.global_step
 
     def _run_batches(self, batches: Any, read_to_end: bool) -> bool:
         """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether the
@@ -171,10 +187,7 @@ class TrainingLoop:
             batch = transfer(batch, 0)
             if h.on_train_batch_start is not None:
                 if -1 in h.on_train_batch_start(trainer=t, module=module, batch=batch, batch_idx=batch_idx):
-                    if automatic and t.lr_scheduler_configs:  # as in Lightning, the skipped batch ends the epoch
-                        schedulers.step(self, "step")  # and counts as its last: both intervals step
-                        schedulers.step(self, "epoch")
-                        scheds_stepped = True
+                    scheds_stepped = self._cut_short(automatic)
                     break
             step_before = p.global_step
             outputs = step_fn(batch, batch_idx, is_last)
@@ -207,6 +220,16 @@ class TrainingLoop:
         ctx.batch = None
         return scheds_stepped
 
+    def _cut_short(self, automatic: bool) -> bool:
+        """-1 from ``on_train_batch_start``: the skipped batch ends the epoch and counts as its last, as in Lightning
+        (``trainer.is_last_batch``; both scheduler intervals step). Returns whether the schedulers stepped."""
+        self.marks.cut = True
+        if automatic and self.t.lr_scheduler_configs:
+            schedulers.step(self, "step")
+            schedulers.step(self, "epoch")
+            return True
+        return False
+
     def _end_epoch(self, scheds_stepped: bool) -> None:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
@@ -217,6 +240,7 @@ class TrainingLoop:
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
         loop.log_context.defaults = EPOCH_HOOK
+        self.marks.phase = PROCESSED
         if h.on_train_epoch_end is not None:
             h.on_train_epoch_end(trainer=t, module=t.module)
         if automatic and t.lr_scheduler_configs and scheds_stepped:
@@ -224,6 +248,7 @@ class TrainingLoop:
         if h.log_metrics is not None:
             loop.metrics.write_epoch(results)
         self.progress.current_epoch += 1
+        self.marks.phase = IDLE
 
     # -- when to stop --------------------------------------------------------------------------------------
     def done(self) -> bool:
