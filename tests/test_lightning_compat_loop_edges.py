@@ -33,3 +33,25 @@ def on_ember() -> dict:
 @pytest.mark.parametrize("case", sorted(RECORDED))
 def test_same_as_lightning(on_ember: dict, case: str) -> None:
     assert on_ember[case] == RECORDED[case]
+
+
+@pytest.mark.parametrize("logger", [True, "csv", False])
+def test_a_fast_dev_run_writes_no_run_folder_with_ember_s_own_names(tmp_path: Path, logger: object) -> None:
+    import ember
+    from ember.core.api.null_logger import NullLogger
+    from ember.testing import TinyClassifier, tiny_loaders
+
+    class Probe(TinyClassifier):
+        def training_step(self, batch, batch_idx):
+            if self.logger is not None:
+                self.logger.experiment.add_histogram("w", self.net[0].weight)  # a logger's own API: goes nowhere
+            return super().training_step(batch, batch_idx)
+
+    trainer = ember.Trainer(accelerator="cpu", default_root_dir=tmp_path, fast_dev_run=2, logger=logger,
+                            enable_progress_bar=False)
+    trainer.fit(Probe(), *tiny_loaders())
+    assert list(tmp_path.rglob("*")) == []
+    if logger is False:
+        assert trainer.loggers == []
+    else:
+        assert [type(x) for x in trainer.loggers] == [NullLogger] and trainer.log_dir == str(tmp_path)

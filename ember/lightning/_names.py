@@ -76,6 +76,10 @@ def _lightning_csv_logger() -> Any:
     return importlib.import_module("ember.lightning.pytorch.loggers.csv_logs").CSVLogger()
 
 
+def _lightning_dummy_logger() -> Any:
+    return importlib.import_module("ember.lightning.pytorch.loggers.logger").DummyLogger()
+
+
 def _lightning_model_checkpoint() -> Any:
     return importlib.import_module("ember.lightning.pytorch.callbacks.model_checkpoint").ModelCheckpoint()
 
@@ -86,6 +90,7 @@ LIGHTNING_DEFAULTS: dict[str, Callable[[], Any]] = {
     "callback.model-checkpoint": _lightning_model_checkpoint,
     "logger.tensorboard": _lightning_tensorboard_logger,
     "logger.csv": _lightning_csv_logger,
+    "logger.null": _lightning_dummy_logger,  # what stands in for the loggers under fast_dev_run
 }
 
 
@@ -94,9 +99,10 @@ def lightning_trainer() -> type:
     import Trainer``): from then on in this process, the default progress bar (``enable_progress_bar=True``) is
     Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
     checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), the
-    default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, and the
-    few-workers check counts CPUs through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning
-    code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, the
+    loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, and the few-workers check counts CPUs
+    through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning code the script was written
+    for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
     from ember.lightning.fabric.utilities.data import route_cpu_count

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import pathlib
 import sys
+import tempfile
 import warnings
 from typing import Any
 
@@ -66,6 +68,17 @@ def scenarios(pl: Any) -> dict[str, Any]:
         t = trainer(max_epochs=-1, max_steps=steps)
         t.fit(model, (batch for batch in itertools.repeat([torch.randn(1, 4)])))  # no length
         out[f"bar total, no length, max_steps {steps}"] = model.totals
+    for logger in ("default", "csv given"):
+        root = tempfile.mkdtemp()
+        given = {} if logger == "default" else {"logger": pl.loggers.CSVLogger(root)}
+        model = Model()
+        t = pl.Trainer(accelerator="cpu", default_root_dir=root, fast_dev_run=2, enable_progress_bar=False,
+                       enable_model_summary=False, **given)
+        t.fit(model, data(5))
+        model.logger.experiment.add_histogram("w", torch.zeros(3))  # goes nowhere
+        out[f"fast_dev_run, logger {logger}"] = {"logger": type(t.logger).__name__, "loggers": len(t.loggers),
+                                                 "files": sorted(str(p.relative_to(root)) for p in
+                                                                 pathlib.Path(root).rglob("*"))}
     return out
 
 

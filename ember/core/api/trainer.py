@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
-from ember.core.api import logging_api
+from ember.core.api import logging_api, null_logger
 from ember.core.api.role_plugins import note_selected, planned_root_device
 from ember.core.api.trainer_properties import TrainerProperties
 from ember.core.checkpointing.checkpoint import Checkpointing
@@ -111,7 +111,7 @@ class Trainer(TrainerProperties):
         for item in cfg.callbacks:
             self.extra_plugins.append(self._named(item, "callback") if isinstance(item, str)
                                       else (_identity_of(item, "callback"), item))
-        self.extra_plugins.extend(self._select_loggers())
+        self.extra_plugins.extend(null_logger.for_run(self.config.fast_dev_run, self._select_loggers()))
         if self.config.profiler is not None:
             profiler = self.config.profiler
             self.extra_plugins.append(self._named(profiler, "profiler") if isinstance(profiler, str)
