@@ -55,3 +55,18 @@ def test_a_fast_dev_run_writes_no_run_folder_with_ember_s_own_names(tmp_path: Pa
         assert trainer.loggers == []
     else:
         assert [type(x) for x in trainer.loggers] == [NullLogger] and trainer.log_dir == str(tmp_path)
+
+
+def test_the_dummy_logger_of_a_fast_dev_run_is_no_checkpoint_callback(tmp_path: Path) -> None:
+    """Lightning's DummyLogger answers any attribute (``best_model_path`` too): it is a logger, not a checkpoint
+    callback, and a predict run that looks for a checkpoint to load does not take it for one."""
+    import ember.lightning.pytorch as pl
+    from ember.lightning.pytorch.demos.boring_classes import BoringModel
+    from ember.lightning.pytorch.loggers.logger import DummyLogger
+
+    trainer = pl.Trainer(accelerator="cpu", default_root_dir=tmp_path, fast_dev_run=True, enable_progress_bar=False)
+    model = BoringModel()
+    assert isinstance(trainer.logger, DummyLogger)
+    assert [type(c).__name__ for c in trainer.checkpoint_callbacks] == ["ModelCheckpoint"]
+    predictions = trainer.predict(model, dataloaders=model.train_dataloader())
+    assert len(predictions) == 1

@@ -21,6 +21,7 @@ computes the same numbers as one that never stopped. docs/checkpoints.md describ
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import signal
@@ -88,10 +89,15 @@ __all__ = ["AUTO", "CURRENT", "Checkpointing", "announce", "default_checkpoint_d
            "note_weights", "run_dir", "weights_known"]
 
 
+_MISSING = object()
+
+
 def is_checkpoint_callback(plugin: Any) -> bool:
     """Checkpoint callbacks are recognised by their ``best_model_path`` attribute (Lightning's
-    ``ModelCheckpoint`` interface)."""
-    return not isinstance(plugin, type) and hasattr(plugin, "best_model_path")
+    ``ModelCheckpoint`` interface): one they have, not one a ``__getattr__`` answers for any name (Lightning's
+    ``DummyLogger``)."""
+    return not isinstance(plugin, type) and \
+        inspect.getattr_static(plugin, "best_model_path", _MISSING) is not _MISSING
 
 
 class Checkpointing:
