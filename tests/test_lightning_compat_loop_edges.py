@@ -70,3 +70,19 @@ def test_the_dummy_logger_of_a_fast_dev_run_is_no_checkpoint_callback(tmp_path: 
     assert [type(c).__name__ for c in trainer.checkpoint_callbacks] == ["ModelCheckpoint"]
     predictions = trainer.predict(model, dataloaders=model.train_dataloader())
     assert len(predictions) == 1
+
+
+def test_the_stand_in_loggers_pickle_and_copy_for_spawned_processes() -> None:
+    """They answer any name a logger's user may call, but not Python's own protocols: a Trainer sent to spawned
+    processes (strategy='ddp_spawn') under fast_dev_run pickles them."""
+    import copy
+    import pickle
+
+    from ember.core.api.null_logger import NullLogger
+    from ember.lightning.pytorch.loggers.logger import DummyExperiment, DummyLogger
+
+    for logger in (NullLogger(), DummyLogger()):
+        again = pickle.loads(pickle.dumps(logger))
+        assert type(again) is type(logger) and type(copy.deepcopy(logger)) is type(logger)
+        again.experiment.add_histogram("w", 1)  # any call is taken, and records nothing
+    assert pickle.loads(pickle.dumps(DummyExperiment())).log_metric("x", 1) is None

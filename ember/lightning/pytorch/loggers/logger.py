@@ -28,7 +28,9 @@ class DummyExperiment:
     def nop(self, *args: Any, **kwargs: Any) -> None:
         return None
 
-    def __getattr__(self, _: str) -> Callable[..., None]:
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        if name.startswith("__"):  # Python's own protocols (pickling, copying) are not faked
+            raise AttributeError(name)
         return self.nop
 
     def __getitem__(self, idx: int) -> DummyExperiment:
@@ -171,6 +173,9 @@ class DummyLogger(Logger):
         return self
 
     def __getattr__(self, name: str) -> Callable[..., None]:
+        if name.startswith("__"):  # Python's own protocols (pickling for spawned processes, copying) are not faked
+            raise AttributeError(name)
+
         def method(*args: Any, **kwargs: Any) -> None:
             return None
 
