@@ -79,7 +79,43 @@ def scenarios(pl: Any) -> dict[str, Any]:
         out[f"fast_dev_run, logger {logger}"] = {"logger": type(t.logger).__name__, "loggers": len(t.loggers),
                                                  "files": sorted(str(p.relative_to(root)) for p in
                                                                  pathlib.Path(root).rglob("*"))}
+    out["metrics at on_validation_epoch_end"] = _metrics_at_validation_end(pl, data)
     return out
+
+
+def _metrics_at_validation_end(pl: Any, data: Any) -> list[Any]:
+    """What ``trainer.logged_metrics`` holds and the reduced value of a name logged in ``validation_step``, read
+    in ``on_validation_epoch_end`` (the sanity check's included), and what ``validate()`` returns."""
+    seen: list[Any] = []
+
+    class Model(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            self.log("t", float(batch_idx), on_step=True, on_epoch=True)
+            return self.layer(batch[0]).pow(2).mean()
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("v", float(batch_idx + 1))
+
+        def on_validation_epoch_end(self) -> None:
+            metrics = self.trainer.callback_metrics
+            seen.append([self.trainer.sanity_checking, sorted(self.trainer.logged_metrics),
+                         float(metrics["v"]) if "v" in metrics else None])
+            self.log("after", 2.0)
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    t = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
+                   enable_progress_bar=False, max_epochs=1, limit_train_batches=2, limit_val_batches=3,
+                   num_sanity_val_steps=1)
+    model = Model()
+    t.fit(model, data(4), data(4))
+    returned = t.validate(model, data(4))
+    return [seen, returned]
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ class NullLogger:
         self.experiment = NullExperiment()
 
     name = ""
-    version = ""
+    version = None  # no run folder
     save_dir = None
     log_dir = None
 

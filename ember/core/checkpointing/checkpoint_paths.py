@@ -34,8 +34,8 @@ def run_dir(trainer: Any) -> str | None:
     if logger is None:
         return None
     version = getattr(logger, "version", None)
-    if version is None:  # a logger that keeps no versions (a plugin with only the logging hooks): no run folder
-        return None
+    if version is None or version == "":  # a logger that keeps no versions (a plugin with only the logging hooks,
+        return None  # the stand-in of a fast_dev_run): no run folder
     save_dir = getattr(logger, "save_dir", None) or trainer.default_root_dir
     name = getattr(logger, "name", None)
     version = version if isinstance(version, str) else f"version_{version}"

@@ -77,10 +77,12 @@ class EvaluationLoop:
             loop.log_context.batch = None
             loop.log_context.defaults = EPOCH_HOOK
             loop.log_context.num_dataloaders = 1  # the epoch's end is no dataloader's: no suffix (Lightning)
+            if results is not None:  # before on_<stage>_epoch_end, which reads them, as in Lightning
+                loop.metrics.publish_epoch(results)
             if events["epoch_end"] is not None:
-                events["epoch_end"](trainer=t, module=module)
+                events["epoch_end"](trainer=t, module=module)  # what it logs is published as it is logged
             if results is not None:
-                values = loop.metrics.publish_epoch(results)
+                values = loop.metrics.epoch_results(results)
                 loop.metrics.drop_step_values(results)
             if events["end"] is not None:
                 events["end"](trainer=t, module=module)

@@ -337,7 +337,7 @@ class Loops:
         t.state.sanity_checking = True
         t.state.stage = "sanity_check"
         try:
-            with preserved_rng(t.root_device):
+            with preserved_rng(t.root_device), self.metrics.scratch():
                 if h.on_sanity_check_start is not None:
                     h.on_sanity_check_start(trainer=t, module=t.module)
                 self.training.load_val_data_if_due()

@@ -8,8 +8,9 @@ at the points the loop chooses.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -132,9 +133,7 @@ class MetricLog:
         return found
 
     def publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
-        if self.trainer.sanity_checking:
-            return
-        key = entry.step_key
+        key = entry.step_key  # the sanity check's too, read by its hooks, and forgotten when it ends (Lightning)
         self.callback_metrics[key] = value
         if entry.logger:
             self.logged_metrics[key] = value
@@ -143,7 +142,7 @@ class MetricLog:
 
     def publish_epoch_value(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
         t = self.trainer
-        if value is None or t.sanity_checking:
+        if value is None:
             return
         if entry.sync_dist and t.world_size > 1 and entry.metric is None:
             value = t.hook.reduce(trainer=t, tensor=value, op=_sync_op(entry))
@@ -157,12 +156,31 @@ class MetricLog:
             self.progress_bar_metrics[key] = value
 
     def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
-        """Reduce the epoch values of ``results`` into ``callback_metrics`` (not during sanity checking)."""
+        """Reduce the epoch values of ``results`` into ``callback_metrics``."""
         out = {}
         for entry, value in results.epoch_values().values():
             self.publish_epoch_value(entry, value)
             out[entry.epoch_key] = self.callback_metrics.get(entry.epoch_key, value)
         return out
+
+    def epoch_results(self, results: Results) -> dict[str, torch.Tensor]:
+        """The epoch values of ``results`` as published (reduced across processes under ``sync_dist``), without
+        reducing them again."""
+        return {entry.epoch_key: self.callback_metrics.get(entry.epoch_key, value)
+                for entry, value in results.epoch_values().values()}
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[None]:
+        """What is published inside is seen by the hooks that run inside (the sanity check's values by its
+        ``on_validation_epoch_end``), then forgotten: the published values are put back as they were (Lightning)."""
+        kept = [dict(d) for d in (self.callback_metrics, self.logged_metrics, self.progress_bar_metrics)]
+        try:
+            yield
+        finally:
+            for published, before in zip((self.callback_metrics, self.logged_metrics, self.progress_bar_metrics),
+                                         kept):
+                published.clear()
+                published.update(before)
 
     def reset(self) -> None:
         """Forget every published value: each ``fit``/``validate``/``test`` starts with none (Lightning)."""
