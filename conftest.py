@@ -58,10 +58,23 @@ def _documentation_block_in_isolation(request: pytest.FixtureRequest) -> Iterato
          torch.use_deterministic_algorithms),
         (torch.get_float32_matmul_precision, torch.get_float32_matmul_precision(), torch.set_float32_matmul_precision),
     ]
+    # process-wide defaults a block may switch by taking Lightning's Trainer (its progress bar, checkpoint
+    # callback, logger folder, CPU count): the next block, perhaps one written with ember's names, sees ember's
+    from ember.core.hooks import options
+    from ember.core.loop import data as loop_data
+
+    substitutes = {identity: options.substitute_for(identity) for identity in options.substituted()}
+    cpu_counter = loop_data.count_cpus_with(None)
+    loop_data.count_cpus_with(cpu_counter)
     os.chdir(tmp_path)
     try:
         yield
     finally:
+        for identity in options.substituted():
+            options.substitute(identity, None)
+        for identity, factory in substitutes.items():
+            options.substitute(identity, factory)
+        loop_data.count_cpus_with(cpu_counter)
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(environ)
