@@ -80,7 +80,52 @@ def scenarios(pl: Any) -> dict[str, Any]:
                                                  "files": sorted(str(p.relative_to(root)) for p in
                                                                  pathlib.Path(root).rglob("*"))}
     out["metrics at on_validation_epoch_end"] = _metrics_at_validation_end(pl, data)
+    out["published metrics at each hook"] = _published_at_hooks(pl, data)
     return out
+
+
+def _published_at_hooks(pl: Any, data: Any) -> list[Any]:
+    """``callback_metrics`` (names and values), ``logged_metrics`` and ``progress_bar_metrics`` (names) at the
+    batch and epoch hooks of a fit whose training and validation log a value per step and per epoch."""
+    seen: list[Any] = []
+
+    class Model(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            self.log("t", float(batch_idx), on_step=True, on_epoch=True)
+            return self.layer(batch[0]).pow(2).mean()
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("v", float(batch_idx), on_step=True, on_epoch=True, prog_bar=True)
+
+        def _seen(self, hook: str) -> None:
+            t = self.trainer
+            seen.append([hook, {k: float(v) for k, v in sorted(t.callback_metrics.items())},
+                         sorted(t.logged_metrics), sorted(t.progress_bar_metrics)])
+
+        def on_train_batch_end(self, *args: Any) -> None:
+            self._seen("on_train_batch_end")
+
+        def on_validation_batch_end(self, *args: Any) -> None:
+            self._seen("on_validation_batch_end")
+
+        def on_validation_epoch_end(self) -> None:
+            self._seen("on_validation_epoch_end")
+
+        def on_train_epoch_end(self) -> None:
+            self._seen("on_train_epoch_end")
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    t = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
+                   enable_progress_bar=False, max_epochs=1, limit_train_batches=2, limit_val_batches=2,
+                   num_sanity_val_steps=0)
+    t.fit(Model(), data(4), data(4))
+    return seen
 
 
 def _metrics_at_validation_end(pl: Any, data: Any) -> list[Any]:

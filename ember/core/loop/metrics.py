@@ -134,7 +134,10 @@ class MetricLog:
 
     def publish_step(self, entry: MetricEntry, value: torch.Tensor) -> None:
         key = entry.step_key  # the sanity check's too, read by its hooks, and forgotten when it ends (Lightning)
-        self.callback_metrics[key] = value
+        if self.context.defaults[0]:  # training; an evaluation's step values go to the loggers and the bar only
+            self.callback_metrics[key] = value
+            if entry.on_epoch:  # `name` is the step value until the epoch ends, then the epoch value (Lightning)
+                self.callback_metrics[entry.name] = value
         if entry.logger:
             self.logged_metrics[key] = value
         if entry.prog_bar:
