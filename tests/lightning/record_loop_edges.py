@@ -84,12 +84,10 @@ def scenarios(pl: Any) -> dict[str, Any]:
     return out
 
 
-def _published_at_hooks(pl: Any, data: Any) -> list[Any]:
-    """``callback_metrics`` (names and values), ``logged_metrics`` and ``progress_bar_metrics`` (names) at the
-    batch and epoch hooks of a fit whose training and validation log a value per step and per epoch."""
-    seen: list[Any] = []
+def _logging_model(pl: Any) -> type:
+    """A module whose training step logs ``t`` per step and per epoch."""
 
-    class Model(pl.LightningModule):
+    class LoggingModel(pl.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             self.layer = torch.nn.Linear(4, 1)
@@ -98,6 +96,18 @@ def _published_at_hooks(pl: Any, data: Any) -> list[Any]:
             self.log("t", float(batch_idx), on_step=True, on_epoch=True)
             return self.layer(batch[0]).pow(2).mean()
 
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    return LoggingModel
+
+
+def _published_at_hooks(pl: Any, data: Any) -> list[Any]:
+    """``callback_metrics`` (names and values), ``logged_metrics`` and ``progress_bar_metrics`` (names) at the
+    batch and epoch hooks of a fit whose training and validation log a value per step and per epoch."""
+    seen: list[Any] = []
+
+    class Model(_logging_model(pl)):
         def validation_step(self, batch: Any, batch_idx: int) -> None:
             self.log("v", float(batch_idx), on_step=True, on_epoch=True, prog_bar=True)
 
@@ -118,9 +128,6 @@ def _published_at_hooks(pl: Any, data: Any) -> list[Any]:
         def on_train_epoch_end(self) -> None:
             self._seen("on_train_epoch_end")
 
-        def configure_optimizers(self) -> Any:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
-
     t = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
                    enable_progress_bar=False, max_epochs=1, limit_train_batches=2, limit_val_batches=2,
                    num_sanity_val_steps=0)
@@ -133,15 +140,7 @@ def _metrics_at_validation_end(pl: Any, data: Any) -> list[Any]:
     in ``on_validation_epoch_end`` (the sanity check's included), and what ``validate()`` returns."""
     seen: list[Any] = []
 
-    class Model(pl.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch: Any, batch_idx: int) -> Any:
-            self.log("t", float(batch_idx), on_step=True, on_epoch=True)
-            return self.layer(batch[0]).pow(2).mean()
-
+    class Model(_logging_model(pl)):
         def validation_step(self, batch: Any, batch_idx: int) -> None:
             self.log("v", float(batch_idx + 1))
 
@@ -150,9 +149,6 @@ def _metrics_at_validation_end(pl: Any, data: Any) -> list[Any]:
             seen.append([self.trainer.sanity_checking, sorted(self.trainer.logged_metrics),
                          float(metrics["v"]) if "v" in metrics else None])
             self.log("after", 2.0)
-
-        def configure_optimizers(self) -> Any:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
 
     t = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
                    enable_progress_bar=False, max_epochs=1, limit_train_batches=2, limit_val_batches=3,
