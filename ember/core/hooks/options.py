@@ -109,7 +109,8 @@ def substitute(identity: str, factory: Callable[[], Any] | None) -> Callable[[],
     builds ``factory()`` in its place; None goes back to the installed plugin. The replacement keeps the identity
     (blocking, ``ember plugins`` and a plugin passed in its place work as before); the plugin named explicitly
     (``logger="csv"``) is not replaced. The Lightning layer uses it so that a script that takes Lightning's
-    ``Trainer`` gets Lightning's progress bar, ``ModelCheckpoint`` and ``lightning_logs`` folder.
+    ``Trainer`` gets Lightning's progress bar, ``ModelCheckpoint`` and ``lightning_logs`` folder. ``logger.null`` is
+    what stands in for the loggers under ``fast_dev_run`` (:mod:`ember.core.api.null_logger`).
     Returns the factory that was set before."""
     before = _substitutes.pop(identity, None)
     if factory is not None:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 #: The method of the DataModule (or the module) that gives a stage's data.
 LOADER_METHODS = {"train": "train_dataloader", "validate": "val_dataloader", "test": "test_dataloader",
                   "predict": "predict_dataloader"}
-_LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "test": "limit_test_batches",
-              "predict": "limit_predict_batches"}
+LIMIT_ARG = {"train": "limit_train_batches", "validate": "limit_val_batches", "test": "limit_test_batches",
+             "predict": "limit_predict_batches"}
 
 
 def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
@@ -58,7 +58,7 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
 def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
     if trainer.is_global_zero:
         _check_workers(trainer, loader, LOADER_METHODS[stage])
-        if stage != "train" and length(loader) == 0 and getattr(trainer.config, _LIMIT_ARG[stage]) != 0:
+        if stage != "train" and length(loader) == 0 and getattr(trainer.config, LIMIT_ARG[stage]) != 0:
             warn_user(f"The '{LOADER_METHODS[stage]}' has no batches (len() is 0): its dataset is empty, or smaller "
                       f"than one batch with drop_last=True, so no {stage} step runs on it (and nothing is logged "
                       "from it). Check the data, or pass no loader for this stage if that was the intention.")
@@ -176,7 +176,7 @@ def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
                       "matches the batches that arrive.", UserWarning, stacklevel=2)
     if config.fast_dev_batches:
         return min(n, config.fast_dev_batches)
-    limit = getattr(config, _LIMIT_ARG[stage])
+    limit = getattr(config, LIMIT_ARG[stage])
     if limit is None:
         return n
     if isinstance(limit, int):
@@ -184,12 +184,12 @@ def num_batches(config: TrainerConfig, stage: str, loader: Any) -> float:
     if limit == 1.0:
         return n
     if n == math.inf:
-        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data (an "
+        raise ConfigurationError(f"Trainer({LIMIT_ARG[stage]}={limit}) is a fraction, but the {stage} data (an "
                                  f"`IterableDataset`, or a loader without a length) has no length: "
-                                 f"`Trainer({_LIMIT_ARG[stage]})` must be `1.0` or an int number of batches.")
+                                 f"`Trainer({LIMIT_ARG[stage]})` must be `1.0` or an int number of batches.")
     batches = int(n * limit)
     if batches == 0 and limit > 0:
-        raise ConfigurationError(f"Trainer({_LIMIT_ARG[stage]}={limit}) gives 0 of the {int(n)} {stage} "
+        raise ConfigurationError(f"Trainer({LIMIT_ARG[stage]}={limit}) gives 0 of the {int(n)} {stage} "
                                  "batches; use a larger fraction or an int.")
     return batches
 

@@ -21,6 +21,7 @@ counts are read-only, as ``trainer.current_epoch`` and ``trainer.global_step`` a
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -141,8 +142,8 @@ class EpochLoopView:
         self.batch_progress = ProgressView(total=Tracker(self._batches_total), current=Tracker(self._batches),
                                            is_last_batch_of=self._last_batch)
         steps = ProgressView(total=ReadyCompletedTracker(self._steps_total), current=ReadyCompletedTracker(self._steps))
-        self.automatic_optimization = _Namespace(optim_progress=_Namespace(optimizer=_Namespace(step=steps)))
-        self.manual_optimization = _Namespace(optim_step_progress=steps)
+        self.automatic_optimization = SimpleNamespace(optim_progress=SimpleNamespace(optimizer=SimpleNamespace(step=steps)))
+        self.manual_optimization = SimpleNamespace(optim_step_progress=steps)
         self.val_loop = EvaluationLoopView(loops, "fit", "fit")
 
     def _batches(self, total: bool = False) -> tuple[int, int, int, int]:
@@ -200,9 +201,7 @@ class EpochLoopView:
 
     @max_steps.setter
     def max_steps(self, value: int) -> None:
-        t = self._loops.t
-        t.config = attrs.evolve(t.config, max_steps=value)  # checked as the Trainer argument is
-        self._loops.max_steps = value
+        _set_limit(self._loops, "max_steps", value)
 
     def accumulating(self) -> bool:
         """The running batch's gradients wait for more batches (no optimizer step after it)."""
@@ -214,9 +213,12 @@ class EpochLoopView:
     _should_accumulate = accumulating  # Lightning's name
 
 
-class _Namespace:
-    def __init__(self, **items: Any) -> None:
-        self.__dict__.update(items)
+def _set_limit(loops: LoopsLike, name: str, value: int) -> None:
+    """Set the Trainer's ``name`` (``max_epochs``, ``max_steps``), checked as the Trainer argument is, for the running
+    fit's next epoch and for later fits."""
+    t = loops.t
+    t.config = attrs.evolve(t.config, **{name: value})
+    setattr(loops, name, value)
 
 
 class FitLoopView:
@@ -238,9 +240,7 @@ class FitLoopView:
 
     @max_epochs.setter
     def max_epochs(self, value: int) -> None:
-        t = self._loops.t
-        t.config = attrs.evolve(t.config, max_epochs=value)  # checked as the Trainer argument is
-        self._loops.max_epochs = value
+        _set_limit(self._loops, "max_epochs", value)
 
     @property
     def min_epochs(self) -> int | None:

@@ -35,7 +35,7 @@ from ember.core.errors import (
 )
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
-from ember.core.loop.data import LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
+from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.loop_views import LoopViews
 from ember.core.loop.metrics import MetricLog
@@ -119,7 +119,7 @@ class Loops:
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
         t.module.zero_grad()  # as Lightning does before each stage (a fit's: after on_fit_start)
-        if not t.config.fast_dev_batches and getattr(t.config, _LIMIT[fn]) == 0:
+        if not t.config.fast_dev_batches and getattr(t.config, LIMIT_ARG[fn]) == 0:
             # limit_<stage>_batches=0 turns the stage off, as in Lightning: no loader asked for, no hook, no counts
             setattr(t, f"num_{'val' if fn == 'validate' else fn}_batches", [])
             return None if fn == "predict" else []
@@ -451,10 +451,6 @@ class Loops:
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
-
-
-#: The Trainer argument that limits each evaluation entry point's batches.
-_LIMIT = {"validate": "limit_val_batches", "test": "limit_test_batches", "predict": "limit_predict_batches"}
 
 
 def _same_value(a: Any, b: Any) -> bool:

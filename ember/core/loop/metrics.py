@@ -158,13 +158,10 @@ class MetricLog:
         if entry.prog_bar:
             self.progress_bar_metrics[key] = value
 
-    def publish_epoch(self, results: Results) -> dict[str, torch.Tensor]:
-        """Reduce the epoch values of ``results`` into ``callback_metrics``."""
-        out = {}
+    def publish_epoch(self, results: Results) -> None:
+        """Reduce the epoch values of ``results`` into ``callback_metrics`` (:meth:`epoch_results` reads them back)."""
         for entry, value in results.epoch_values().values():
             self.publish_epoch_value(entry, value)
-            out[entry.epoch_key] = self.callback_metrics.get(entry.epoch_key, value)
-        return out
 
     def epoch_results(self, results: Results) -> dict[str, torch.Tensor]:
         """The epoch values of ``results`` as published (reduced across processes under ``sync_dist``), without
