@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import ember
+from ember.core.errors import SchedulerStateError
 from ember.testing import TinyClassifier, tiny_loaders
 
 #: Trainer arguments that keep tests quiet: no progress bar, model summary or logger files.
@@ -254,6 +255,71 @@ def test_bad_lr_scheduler_config(sched: dict[str, Any], expected: str) -> None:
 
     with pytest.raises(ember.ConfigurationError, match=expected):
         fit(Model())
+
+
+class _CustomScheduler:
+    """A scheduler of the module's own: ``step`` takes an argument the loop has no value for."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer) -> None:
+        self.optimizer, self.steps = optimizer, []
+
+    def step(self, foobar: Any) -> None:
+        self.steps.append(foobar)
+
+    def state_dict(self) -> dict:
+        return {"steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.steps = state["steps"]
+
+
+class _NoState(_CustomScheduler):
+    state_dict = None  # type: ignore[assignment]
+
+    def step(self) -> None:  # type: ignore[override]
+        self.steps.append(None)
+
+
+def _with_scheduler(make: Any, steps_itself: bool = False) -> Any:
+    class Model(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = sgd(self)
+            return {"optimizer": opt, "lr_scheduler": make(opt)}
+
+    class SteppingModel(Model):
+        def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+            scheduler.step(self.current_epoch)
+
+    return SteppingModel() if steps_itself else Model()
+
+
+def test_a_scheduler_checkpoints_cannot_save_is_refused_before_training() -> None:
+    model = _with_scheduler(_NoState)
+    with pytest.raises(SchedulerStateError, match=r"lr scheduler `_NoState` is invalid: it has no state_dict"):
+        fit(model)
+    assert model.net[0].weight.grad is None  # refused before the first batch
+    with pytest.raises(TypeError):  # as Lightning's TypeError
+        fit(_with_scheduler(_NoState))
+
+
+def test_a_scheduler_whose_step_the_loop_cannot_call_needs_lr_scheduler_step() -> None:
+    with pytest.raises(ember.ConfigurationError,
+                       match=r"`_CustomScheduler` doesn't follow PyTorch's LRScheduler API: its step\(foobar\)"):
+        fit(_with_scheduler(_CustomScheduler))
+    trainer = ember.Trainer(**QUIET, max_epochs=2, num_sanity_val_steps=0)
+    trainer.fit(_with_scheduler(_CustomScheduler, steps_itself=True), train_loader())
+    assert trainer.lr_scheduler_configs[0].scheduler.steps == [0, 1]  # the module's lr_scheduler_step stepped it
+
+
+def test_a_tuple_of_optimizers_and_one_scheduler() -> None:
+    """``([optimizer], scheduler)``: the second item may be one scheduler rather than a list (as in Lightning)."""
+    class Model(TinyClassifier):
+        def configure_optimizers(self) -> Any:
+            opt = sgd(self)
+            return [opt], torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+
+    trainer = fit(Model())
+    assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.05)
 
 
 def test_no_optimizer_warns_and_trains_nothing() -> None:

@@ -54,6 +54,10 @@ class StepSignatureError(ConfigurationError, RuntimeError):
     take it with several."""
 
 
+class SchedulerStateError(ConfigurationError, TypeError):
+    """A learning-rate scheduler without ``state_dict``/``load_state_dict``: checkpoints could not save it."""
+
+
 class PluginError(EmberError):
     """A plugin that cannot be found, loaded, registered or selected."""
 

@@ -81,6 +81,7 @@ def scenarios(pl: Any) -> dict[str, Any]:
                                                                  pathlib.Path(root).rglob("*"))}
     out["metrics at on_validation_epoch_end"] = _metrics_at_validation_end(pl, data)
     out["published metrics at each hook"] = _published_at_hooks(pl, data)
+    out["per-step plateau scheduler after the batch's validation"] = _plateau_step_order(pl, data)
     return out
 
 
@@ -157,6 +158,49 @@ def _metrics_at_validation_end(pl: Any, data: Any) -> list[Any]:
     t.fit(model, data(4), data(4))
     returned = t.validate(model, data(4))
     return [seen, returned]
+
+
+def _plateau_step_order(pl: Any, data: Any) -> list[Any]:
+    """When a ReduceLROnPlateau scheduler with ``'interval': 'step'`` (every second batch) and a StepLR one step,
+    next to the batch hooks and a validation within the epoch (``val_check_interval=2``), and the metric the
+    plateau one is given (logged by the validation that ran after the same batch)."""
+    events: list[Any] = []
+
+    class Plateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
+        def step(self, metrics: Any, *args: Any) -> None:
+            events.append(["plateau step", round(float(metrics), 4)])
+            super().step(metrics, *args)
+
+    class Step(torch.optim.lr_scheduler.StepLR):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.ready = True  # its first step() is the constructor's
+
+        def step(self, *args: Any) -> None:
+            if getattr(self, "ready", False):
+                events.append(["steplr step"])
+            super().step(*args)
+
+    class Model(_logging_model(pl)):
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            events.append(["on_train_batch_end", batch_idx])
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("v", float(self.trainer.global_step))
+
+        def on_validation_end(self) -> None:
+            events.append(["on_validation_end"])
+
+        def configure_optimizers(self) -> Any:
+            opt = torch.optim.SGD(self.parameters(), lr=1.0)
+            return [opt], [{"scheduler": Plateau(opt), "interval": "step", "frequency": 2, "monitor": "v"},
+                           {"scheduler": Step(opt, 1), "interval": "step"}]
+
+    t = pl.Trainer(accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
+                   enable_progress_bar=False, max_epochs=1, limit_train_batches=4, limit_val_batches=1,
+                   val_check_interval=2, num_sanity_val_steps=0)
+    t.fit(Model(), data(4), data(2))
+    return events
 
 
 if __name__ == "__main__":

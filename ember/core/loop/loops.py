@@ -39,7 +39,8 @@ from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batc
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.loop_views import LoopViews
 from ember.core.loop.metrics import MetricLog
-from ember.core.loop.optim import parse_optimizers
+from ember.core.loop.module_overrides import overridden
+from ember.core.loop.optim import parse_optimizers, validate_schedulers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
 from ember.core.loop.state import EPOCH_HOOK, FitProgress, Launched, LogContext, Progress, StateName
@@ -371,6 +372,7 @@ class Loops:
         optimizers, schedulers = parse_optimizers(module.configure_optimizers(),
                                                   getattr(module, "automatic_optimization", True))
         automatic = getattr(module, "automatic_optimization", True)
+        validate_schedulers(schedulers, automatic, overridden(module, "lr_scheduler_step") is not None)
         cfg = t.config
         if not automatic and cfg.gradient_clip_val:
             raise ConfigurationError(

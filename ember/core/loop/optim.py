@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 import torch
 
-from ember.core.errors import ConfigurationError, suggest, warn_user
+from ember.core.errors import ConfigurationError, SchedulerStateError, suggest, warn_user
 
 _SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
 _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
@@ -96,10 +96,6 @@ def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     sched = config.scheduler
     plateau = isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau)
     config.reduce_on_plateau = config.reduce_on_plateau or plateau
-    if not callable(getattr(sched, "step", None)):
-        raise ConfigurationError(f"{where}: {sched!r} is not a learning-rate scheduler (it has no step()): it "
-                                 "doesn't follow PyTorch's LRScheduler API (under manual optimization any object "
-                                 "is accepted: the module steps it).")
     if isinstance(sched, torch.optim.lr_scheduler.OneCycleLR) and config.interval == "epoch":
         warn_user(f"{where}: the OneCycleLR scheduler is stepped once per epoch ('interval': 'epoch', the default), "
                   "but its cycle is counted in optimizer steps (total_steps), so it would follow its schedule only "
@@ -140,8 +136,11 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
     if isinstance(result, dict):
         result = [result]
     if isinstance(result, (list, tuple)):
-        if len(result) == 2 and isinstance(result[0], (list, tuple)) and isinstance(result[1], (list, tuple)):
-            opts, scheds = list(result[0]), list(result[1])
+        if len(result) == 2 and isinstance(result[0], (list, tuple)) and \
+                (isinstance(result[1], (list, tuple)) or not _is_optimizer(result[1])):
+            # (optimizers, schedulers), or (optimizers, one scheduler or scheduler dict)
+            opts = list(result[0])
+            scheds = list(result[1]) if isinstance(result[1], (list, tuple)) else [result[1]]
             if not all(_is_optimizer(o) for o in opts):
                 raise _unknown(where, result)
             return opts, [read(s, where) for s in scheds]
@@ -168,6 +167,41 @@ def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[Sc
                     configs.append(read(sched, where))
             return opts, configs
     raise _unknown(where, result)
+
+
+def validate_schedulers(configs: list[SchedulerConfig], automatic: bool, steps_itself: bool) -> None:
+    """Refuse, before the first batch, a scheduler the loop could not step (``steps_itself``: the module overrides
+    ``lr_scheduler_step``, which then steps it) or that checkpoints could not save."""
+    for config in configs:
+        sched = config.scheduler
+        name = type(sched).__name__
+        loop_steps = automatic and not steps_itself and not isinstance(
+            sched, (torch.optim.lr_scheduler.LRScheduler, torch.optim.lr_scheduler.ReduceLROnPlateau))
+        if loop_steps and not callable(getattr(sched, "step", None)):
+            raise ConfigurationError(
+                f"configure_optimizers(): {sched!r} is not a learning-rate scheduler (it has no step()): it doesn't "
+                "follow PyTorch's LRScheduler API. Return a torch.optim.lr_scheduler scheduler, or override "
+                "lr_scheduler_step(self, scheduler, metric) in the module to step it yourself (under manual "
+                "optimization any object is accepted: the module steps it).")
+        if not (callable(getattr(sched, "state_dict", None)) and callable(getattr(sched, "load_state_dict", None))):
+            raise SchedulerStateError(
+                f"configure_optimizers(): the provided lr scheduler `{name}` is invalid: it has no state_dict() and "
+                "load_state_dict(), which checkpoints call to save and restore it. Define both (returning and "
+                "taking a dict of its state), or use a scheduler from torch.optim.lr_scheduler.")
+        if not loop_steps:
+            continue
+        try:
+            signature = inspect.signature(sched.step)
+        except (TypeError, ValueError):  # no signature to read (a builtin): trusted
+            continue
+        try:
+            signature.bind(*((None,) if config.reduce_on_plateau else ()))
+        except TypeError:
+            raise ConfigurationError(
+                f"configure_optimizers(): the provided lr scheduler `{name}` doesn't follow PyTorch's LRScheduler API:"
+                f" its step({', '.join(signature.parameters)}) cannot be called as the loop steps a scheduler (step(), or step(metric) with"
+                " 'reduce_on_plateau'). Override lr_scheduler_step(self, scheduler, metric) in the module to step it"
+                " yourself.") from None
 
 
 _needs_closure: dict[type, bool] = {}

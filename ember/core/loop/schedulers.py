@@ -16,14 +16,17 @@ class TrainingLoop(Protocol):
     overrides: Any  # the module's lr_scheduler_step, when it overrides it
 
 
-def step(training: TrainingLoop, interval: str) -> None:
+def step(training: TrainingLoop, interval: str, plateau: bool | None = None) -> None:
     """Step the schedulers of ``interval`` ('step' or 'epoch') that are due; ReduceLROnPlateau ones per step
-    here, per epoch by :func:`step_plateau` once the epoch's metrics are in."""
+    here, per epoch by :func:`step_plateau` once the epoch's metrics are in. ``plateau``: True for the
+    ReduceLROnPlateau ones only, False for the others only (the loop steps a batch's plateau schedulers after
+    its ``on_train_batch_end`` and validation, so that they see what those logged, as in Lightning)."""
     p = training.progress
     # as in Lightning, a per-step frequency counts the epoch's batches (that step), not global_step
     counter = p.batch_idx + 1 if interval == "step" else p.current_epoch + 1
     for config in training.t.lr_scheduler_configs:
-        if config.interval != interval or counter % config.frequency:
+        if config.interval != interval or counter % config.frequency or plateau is not None and \
+                plateau is not config.reduce_on_plateau:
             continue
         if config.reduce_on_plateau:
             if interval == "step":

@@ -138,9 +138,8 @@ class TrainingLoop:
         if t.hook.on_train_epoch_start is not None:
             t.hook.on_train_epoch_start(trainer=t, module=t.module)
         n = t.num_training_batches
-        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with
-        # its own generator draws its next permutation only then, and skipping that draw would shuffle every
-        # later epoch differently from the plain loop (Lightning stops at len(loader) and does skip it).
+        # Reading the whole loader, ask it for one batch past the last, as a for-loop does: a sampler with its own
+        # generator draws its next permutation only then (Lightning stops at len(loader) and skips that draw).
         read_to_end = n != math.inf and n == length(loader)
         start = 0
         if resume is not None:
@@ -193,7 +192,7 @@ class TrainingLoop:
             outputs = step_fn(batch, batch_idx, is_last)
             if automatic and t.lr_scheduler_configs:
                 if p.global_step != step_before:
-                    schedulers.step(self, "step")
+                    schedulers.step(self, "step", plateau=False)
                 if is_last:
                     schedulers.step(self, "epoch")
                     scheds_stepped = True
@@ -211,6 +210,8 @@ class TrainingLoop:
                     or (p.should_stop and self._validate_on_stop()) \
                     or (val_secs is not None and time.monotonic() - self.last_val_time >= val_secs):
                 self.run_validation()
+            if automatic and p.global_step != step_before and t.lr_scheduler_configs:
+                schedulers.step(self, "step", plateau=True)
             if is_last or (max_steps != -1 and p.global_step >= max_steps):
                 break
             if p.should_stop and self.can_stop():
@@ -234,8 +235,7 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h, results = t.hook, loop.train_results
         automatic = getattr(t.module, "automatic_optimization", True)
-        # As in Lightning, 'epoch' schedulers step only for an epoch that reached its last batch, or that -1 from
-        # on_train_batch_start ended (they stepped then); one that ended early otherwise (max_steps, a stop) steps none.
+        # 'epoch' schedulers step only for an epoch that reached its last batch or that -1 ended (stepped then)
         t.state.stage = "train"
         loop.log_context.results = results
         loop.metrics.publish_epoch(results)
