@@ -322,6 +322,12 @@ def test_a_tuple_of_optimizers_and_one_scheduler() -> None:
     assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.05)
 
 
+def test_a_count_argument_given_a_string_says_what_it_should_be() -> None:
+    with pytest.raises(ember.ConfigurationError, match=r"Trainer\(reload_dataloaders_every_n_epochs='test'\) is "
+                       r"invalid: .*should be an integer, found 'test': it should be an int >= 0"):
+        ember.Trainer(**QUIET, reload_dataloaders_every_n_epochs="test")
+
+
 def test_no_optimizer_warns_and_trains_nothing() -> None:
     class NoOpt(TinyClassifier):
         def configure_optimizers(self) -> None:

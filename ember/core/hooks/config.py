@@ -40,7 +40,7 @@ def _non_negative_int(name: str, minimum: int = 0, none_ok: bool = False) -> Any
             if minimum == -1:
                 says = f"`{name}` must be a non-negative integer or -1"
             elif not isinstance(value, int) or isinstance(value, bool):
-                says = f"`{name}` should be an integer, found {value!r}"
+                says = f"`{name}` should be an integer, found {value!r}: it should be an int >= {minimum}"
             else:
                 says = f"`{name}` should be an int >= {minimum}"
             raise _fail(name, value, f"expected an integer >= {minimum}" + (" or None" if none_ok else "")
