@@ -155,6 +155,29 @@ def test_timer_epoch_interval_and_state():
     assert restored.time_elapsed("train") == pytest.approx(timer.time_elapsed("train"))
 
 
+@pytest.mark.parametrize(("duration", "says"), [
+    (None, "already contains a Timer, without a duration of its own; it stops the fit after max_time"),
+    (60, "is ignored: the callbacks list already contains a Timer, whose own duration (0:01:00) applies"),
+])
+def test_max_time_beside_a_timer_in_callbacks_says_which_duration_applies(caplog, duration, says):
+    timer = Timer(duration=duration, verbose=False)
+    trainer = ember.Trainer(max_epochs=1, logger=False, max_time=30, callbacks=[timer], **QUIET)
+    with caplog.at_level(logging.INFO, logger="ember"):
+        trainer.fit(TinyClassifier(), tiny_loaders(n=8)[0])
+    assert says in caplog.text
+    assert timer.duration == datetime.timedelta(seconds=duration or 30)
+    assert [c for c in trainer.callbacks if isinstance(c, Timer)] == [timer]
+
+
+def test_timer_lightning_private_names():
+    """``_duration`` (seconds) and ``_offset`` (the training time a checkpoint restored), read by code written for
+    Lightning's Timer."""
+    timer = Timer(duration={"minutes": 2})
+    assert timer._duration == 120 and timer._offset == 0 and Timer()._duration is None
+    timer.load_state_dict({"time_elapsed": {"train": 4.5, "validate": 1.0}})
+    assert timer._offset == 4.5 and timer.time_elapsed("train") == 4.5
+
+
 # -- gradient norms ----------------------------------------------------------------------------------------
 
 

@@ -46,16 +46,26 @@ class Timer:
         if interval not in ("step", "epoch"):
             raise ConfigurationError(f"Timer(interval={interval!r}): Unsupported parameter value; expected 'step' or "
                                      "'epoch'.")
-        self._duration = parse_duration(duration, "Timer(duration)")
+        self._length = parse_duration(duration, "Timer(duration)")
         self.interval = interval
         self.verbose = verbose
         self._start: dict[str, float | None] = dict.fromkeys(_STAGES)
         self._end: dict[str, float | None] = dict.fromkeys(_STAGES)
-        self._offset: dict[str, float] = dict.fromkeys(_STAGES, 0.0)
+        self._offsets: dict[str, float] = dict.fromkeys(_STAGES, 0.0)
 
     @property
     def duration(self) -> datetime.timedelta | None:
-        return self._duration
+        return self._length
+
+    # Lightning's private names, which code written for its Timer reads: the duration in seconds, and the training
+    # time restored from a checkpoint.
+    @property
+    def _duration(self) -> float | None:
+        return None if self._length is None else self._length.total_seconds()
+
+    @property
+    def _offset(self) -> float:
+        return self._offsets["train"]
 
     def start_time(self, stage: str = "train") -> float | None:
         return self._start[stage]
@@ -66,28 +76,36 @@ class Timer:
     def time_elapsed(self, stage: str = "train") -> float:
         """Seconds spent in ``stage``, restored time included."""
         start, end = self._start[stage], self._end[stage]
-        offset = self._offset[stage]
+        offset = self._offsets[stage]
         if start is None:
             return offset
         return offset + ((end if end is not None else time.monotonic()) - start)
 
     def time_remaining(self, stage: str = "train") -> float | None:
-        if self._duration is None:
+        if self._length is None:
             return None
-        return self._duration.total_seconds() - self.time_elapsed(stage)
+        return self._length.total_seconds() - self.time_elapsed(stage)
 
     # -- state: kept in checkpoint["plugins"][identity] by core.checkpoint, saved once and restored once -----
     def state_dict(self) -> dict[str, Any]:
         return {"time_elapsed": {stage: self.time_elapsed(stage) for stage in _STAGES}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._offset.update(state.get("time_elapsed", {}))
+        self._offsets.update(state.get("time_elapsed", {}))
 
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl
     def setup(self, trainer: Any) -> None:
-        if self._duration is None:
-            self._duration = parse_duration(trainer.config.max_time)
+        max_time = trainer.config.max_time
+        passed = max_time is not None and any(c is self for c in trainer.config.callbacks)
+        if self._length is None:
+            self._length = parse_duration(max_time)
+            if passed:
+                log.info("Trainer(max_time=%s): the callbacks list already contains a Timer, without a duration of "
+                         "its own; it stops the fit after max_time.", self._length)
+        elif passed:
+            log.info("Trainer(max_time=%s) is ignored: the callbacks list already contains a Timer, whose own "
+                     "duration (%s) applies.", parse_duration(max_time), self._length)
 
     def _begin(self, stage: str) -> None:
         self._start[stage] = time.monotonic()
@@ -145,9 +163,9 @@ class Timer:
             self._check(trainer)
 
     def _check(self, trainer: Any) -> None:
-        if self._duration is None or trainer.should_stop:
+        if self._length is None or trainer.should_stop:
             return
-        out = self.time_elapsed("train") >= self._duration.total_seconds()
+        out = self.time_elapsed("train") >= self._length.total_seconds()
         if trainer.world_size > 1:
             out = trainer.broadcast(out)
         if out:
@@ -155,4 +173,4 @@ class Timer:
             if self.verbose and trainer.is_global_zero:
                 spent = datetime.timedelta(seconds=int(self.time_elapsed("train")))
                 log.warning("Time limit reached. %s of training (limit %s) at epoch %d, step %d. Signaling Trainer "
-                            "to stop.", spent, self._duration, trainer.current_epoch, trainer.global_step)
+                            "to stop.", spent, self._length, trainer.current_epoch, trainer.global_step)
