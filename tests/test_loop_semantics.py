@@ -3,6 +3,7 @@ schedulers, manual optimization, data sources and logging."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from typing import Any
@@ -184,10 +185,16 @@ class StopAt:
 
 
 @pytest.mark.parametrize(("min_epochs", "epochs_run"), [(None, 1), (0, 1), (3, 3)])
-def test_should_stop_at_epoch_end_respects_min_epochs(min_epochs: int | None, epochs_run: int) -> None:
-    trainer, events = fit(train=loader(3), max_epochs=10, min_epochs=min_epochs, callbacks=[StopAt(0)])
+def test_should_stop_at_epoch_end_respects_min_epochs(caplog: pytest.LogCaptureFixture, min_epochs: int | None,
+                                                      epochs_run: int) -> None:
+    with caplog.at_level(logging.INFO, logger="ember"):
+        trainer, events = fit(train=loader(3), max_epochs=10, min_epochs=min_epochs, callbacks=[StopAt(0)])
     assert events.count["on_train_epoch_end"] == epochs_run
     assert trainer.current_epoch == epochs_run
+    said = [r.getMessage() for r in caplog.records if "has not been met" in r.getMessage()]
+    assert said == ([] if epochs_run == 1 else  # once per fit, while should_stop waits
+                    [f"trainer.should_stop was set, but `min_epochs={min_epochs}` or `min_steps=None` has not been met. "
+                     "Training will continue until both are reached, then stop."])
 
 
 def test_should_stop_mid_epoch_ends_after_the_current_batch() -> None:

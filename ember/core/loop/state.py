@@ -16,6 +16,7 @@ The loop writes these records; plugins and the module read them through the Trai
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ember.core.errors import CheckpointError
+
+log = logging.getLogger("ember")
 
 if TYPE_CHECKING:
     from ember.core.loop.results import Results
@@ -252,3 +255,10 @@ class LogContext:
 
     def restore(self, saved: tuple[Any, ...]) -> None:
         self.results, self.defaults, self.dataloader_idx, self.num_dataloaders, self.batch = saved
+
+
+def say_min_unmet(config: Any) -> bool:
+    """Log that ``should_stop`` waits for ``min_epochs``/``min_steps`` (the loop says it once per fit)."""
+    log.info("trainer.should_stop was set, but `min_epochs=%s` or `min_steps=%s` has not been met. Training will "
+             "continue until both are reached, then stop.", config.min_epochs, config.min_steps)
+    return True

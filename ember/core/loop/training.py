@@ -11,7 +11,7 @@ Events of one epoch (``k`` = ``accumulate_grad_batches``)::
         [last batch of a window, or of the epoch]
             unscale -> on_before_optimizer_step -> clip -> optimizer step (global_step += 1)
         [scheduler steps] -> on_train_batch_end -> [log_metrics]
-        [validation when due] -> [safe point: requested checkpoints, stop on a signal]
+        [validation when due] -> [per-step plateau schedulers] -> [safe point: checkpoints, stop on a signal]
     [validation when due at the epoch's end]
     (epoch metrics published) -> on_train_epoch_end -> [plateau schedulers] -> [log_metrics]
 """
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core.errors import ConfigurationError
-from ember.core.loop import module_overrides
+from ember.core.loop import module_overrides, state
 from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
 from ember.core.loop.optim import ManualOptimizer, needs_closure
@@ -47,8 +47,7 @@ class TrainingLoop:
         #: The loader as the data source gave it (``train_loader`` is its resumable copy, the one iterated).
         self.given_train_loader: Any = None
         self.val_loaders: list[Any] = []
-        #: The batches validation takes of each of ``val_loaders`` (``trainer.num_val_batches`` counts loaders
-        #: iterated together each).
+        #: The batches validation takes of each of ``val_loaders`` (loaders iterated together count once).
         self.val_nums: list[float] = []
         #: Whether the fit validates (validation data, ``validation_step``, ``limit_val_batches`` not 0), known
         #: before its loaders are asked for; whether they have been, and the epochs the loaders were last read at.
@@ -58,11 +57,11 @@ class TrainingLoop:
         self.train_loaded_epoch = -math.inf
         #: The module's own optimizer_step, lr_scheduler_step, ... (ember.core.loop.module_overrides), per fit.
         self.overrides = module_overrides.NONE
-        #: What manual_backward passes on to Tensor.backward (retain_graph=..., ...), during its backward.
+        #: What manual_backward passes to Tensor.backward (retain_graph=...); whether the fit said min_* wait.
         self.backward_args: tuple[tuple[Any, ...], dict[str, Any]] = ((), {})
-        #: During an optimizer step that evaluates the loss itself (LBFGS): the closure to hand to its ``step``.
+        self.said_min_unmet = False
+        #: During an optimizer step: the closure for one that evaluates the loss (LBFGS); opt.step's kwargs.
         self.step_closure: Any = None
-        #: During a step by ``opt.step(closure, **kwargs)``: the kwargs, for the optimizer's own ``step``.
         self.step_kwargs: dict[str, Any] = {}
         #: The next epoch keeps the training results as they are (``on_train_start`` logged into them).
         self.keep_results = False
@@ -108,7 +107,7 @@ class TrainingLoop:
     def start_fit(self) -> None:
         """Once per fit, after ``on_train_start``: find the module's own loop methods (looking them up costs
         tens of attribute lookups, too many for every epoch)."""
-        self.overrides = module_overrides.overrides_of(self.t.module)
+        self.overrides, self.said_min_unmet = module_overrides.overrides_of(self.t.module), False
         self.val_seconds = self.t.config.val_check_seconds
         if self.val_seconds is not None:
             self.last_val_time = time.monotonic()
@@ -256,10 +255,11 @@ class TrainingLoop:
         t, p, loop = self.t, self.progress, self.loop
         if t.num_training_batches == 0:
             return True
-        if loop.max_steps != -1 and p.global_step >= loop.max_steps:
+        if (loop.max_steps != -1 and p.global_step >= loop.max_steps) or \
+                (loop.max_epochs != -1 and p.current_epoch >= loop.max_epochs):
             return True
-        if loop.max_epochs != -1 and p.current_epoch >= loop.max_epochs:
-            return True
+        if p.should_stop and not self.can_stop():
+            self.said_min_unmet = self.said_min_unmet or state.say_min_unmet(t.config)
         return bool(p.should_stop) and self.can_stop()
 
     def can_stop(self) -> bool:
