@@ -468,7 +468,7 @@ def test_a_dead_writer_process_is_reported_once_and_the_fit_writes_on(
 
 
 @pytest.mark.parametrize("error", [RuntimeError("An attempt has been made to start a new process before ..."),
-                                   OSError(11, "Resource temporarily unavailable")], ids=["no main guard", "no fork"])
+                                   OSError(11, "Resource temporarily unavailable")], ids=["spawn bootstrap", "no fork"])
 def test_a_writer_process_that_cannot_start_leaves_the_writes_to_the_thread(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, error: Exception) -> None:
     from ember.core.checkpointing import writer_process
@@ -485,6 +485,52 @@ def test_a_writer_process_that_cannot_start_leaves_the_writes_to_the_thread(
     assert not trainer.checkpointing.writer.running
     assert sorted(os.listdir(tmp_path / "ck")) == ["epoch=1-step=8.ckpt", "epoch=2-step=12.ckpt", "last.ckpt"]
     assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 12
+
+
+UNGUARDED = """
+import os, sys
+import ember
+from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
+from ember.testing import TinyClassifier, tiny_loaders
+print("script body runs in", os.getpid(), flush=True)
+trainer = ember.Trainer(max_epochs=2, accelerator="cpu", logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=sys.argv[1],
+                        checkpoint_io=TorchCheckpointIO(writer="process"))
+trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+"""
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_trains_once_and_says_why_no_writer_process(tmp_path: Path) -> None:
+    """A new process imports the script again (as multiprocessing does): without ``if __name__ == "__main__":``
+    that import would run the whole training a second time; the writer process is not started, and the script's
+    line is named."""
+    script = tmp_path / "train.py"
+    script.write_text(UNGUARDED)
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("script body runs in") == 1
+    assert f"line 10 of {script} runs the fit outside an `if __name__ == \"__main__\":` block" in done.stderr
+    assert "on a writer thread" in done.stderr
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["epoch=1-step=4.ckpt", "last.ckpt"]
+
+
+def test_the_main_guard_is_found_around_the_running_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ember.core.checkpointing import writer_process
+
+    script = tmp_path / "s.py"
+    script.write_text("import x\n\nif '__main__' == __name__:\n    run()\nrun()\n")
+    main = type(sys)("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    for line, expected in ((4, None), (5, 5)):
+        code = compile("\n" * (line - 1) + "found = unguarded()", str(script), "exec")
+        vars(main)["unguarded"] = writer_process.unguarded_script_line
+        exec(code, vars(main))
+        assert vars(main)["found"] == expected
+    monkeypatch.setitem(sys.modules, "__main__", type(sys)("__main__"))  # an interactive session: no file
+    assert writer_process.unguarded_script_line() is None
 
 
 def no_space_left() -> None:

@@ -26,11 +26,13 @@ a sparse or quantized tensor) is written by the thread, from a snapshot, as befo
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -249,6 +251,39 @@ def _context(preload: list[str]) -> Any:
     return ctx
 
 
+def unguarded_script_line() -> int | None:
+    """The line of the running script (``__main__``, from a file) whose top-level code, outside an
+    ``if __name__ == "__main__":`` block, is running this fit, or None (a guarded block, an interactive session,
+    no such frame). A new process imports the script again, as multiprocessing does: unguarded, that import would
+    run the whole training a second time inside the writer process."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
+        frame = frame.f_back
+    if path is None or frame is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_main_test(node.test) and node.lineno <= line <= (node.end_lineno or 0):
+            return None
+    return line
+
+
+def _is_main_test(test: ast.expr) -> bool:
+    """``__name__ == "__main__"``, either way round."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(a, ast.Name) and a.id == "__name__" for a in sides) and \
+        any(isinstance(a, ast.Constant) and a.value == "__main__" for a in sides)
+
+
 #: Called in the writer process before it serves (tests use it to slow a write down); a module-level function.
 child_setup: Callable[[], None] | None = None
 
@@ -301,7 +336,8 @@ class WriterProcess:
         self._pending = (descriptions, jobs)
         message = (self.arena.name, self.arena.layout, descriptions, jobs)
         if self._process is None:
-            self._starter = threading.Thread(target=self._start_and_send, args=(message,),
+            unguarded = unguarded_script_line()
+            self._starter = threading.Thread(target=self._start_and_send, args=(message, unguarded),
                                              name="ember-checkpoint-writer-start", daemon=True)
             self._starter.start()
             return True
@@ -312,10 +348,17 @@ class WriterProcess:
             pass
         return True
 
-    def _start_and_send(self, message: Any) -> None:
+    def _start_and_send(self, message: Any, unguarded: int | None = None) -> None:
         """On the helper thread: start the process, then send it its first job (the training thread joins this
-        thread before it reads the answer or sends anything else)."""
+        thread before it reads the answer or sends anything else). ``unguarded``: the script's line that runs the fit
+        outside ``if __name__ == "__main__":`` (no process is started then)."""
         try:
+            if unguarded is not None:
+                raise CheckpointError(
+                    f"line {unguarded} of {sys.modules['__main__'].__file__} runs the fit outside an `if __name__ == "
+                    "\"__main__\":` block, and a new process imports the script again (as multiprocessing does), "
+                    "which would train a second time inside the writer process. Put the script's training under "
+                    "`if __name__ == \"__main__\":` to write checkpoints in a writer process")
             self._start()
         except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn, no fork
             self._start_error = exc
