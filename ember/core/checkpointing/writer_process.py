@@ -34,6 +34,7 @@ import multiprocessing.connection
 import signal
 import sys
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Callable
 from multiprocessing import shared_memory
@@ -258,7 +259,7 @@ def unguarded_script_line() -> int | None:
     run the whole training a second time inside the writer process."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
         frame = frame.f_back
     if path is None or frame is None:
