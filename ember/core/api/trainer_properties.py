@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from ember.core.api.role_plugins import RolesView
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
 from ember.core.loop.results import to_floats
@@ -382,6 +383,11 @@ class TrainerProperties:
     def precision_plugin(self) -> Any:
         """The active precision plugin (``trainer.precision`` is its name)."""
         return self.role_plugins["precision"]
+
+    @property
+    def _accelerator_connector(self) -> RolesView:
+        """Lightning's private connector, as code written for Lightning reads it: the roles chosen, read-only."""
+        return RolesView(self)
 
     @property
     def scaler(self) -> Any:

@@ -41,6 +41,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.devices import device_count
 from ember.plugins.strategies.sampler import shard_loader
 from ember.plugins.strategies.surface import StrategySurface
 
@@ -58,8 +59,8 @@ def requested_processes(config: Any, accelerator: str | None = None) -> int:
         raise ConfigurationError(f"Trainer(devices={devices!r}) is invalid: expected an int, a list of device "
                                  "indices, a string like '0,1', or 'auto'.")
     if devices in ("auto", None, -1, "-1"):
-        if accelerator == "cuda" and torch.cuda.is_available():
-            return max(1, torch.cuda.device_count())
+        if accelerator == "cuda":
+            return max(1, device_count("cuda"))
         return 1
     if isinstance(devices, (list, tuple)):
         return len(devices)
@@ -189,6 +190,8 @@ class ProcessGroupStrategy(StrategySurface):
 
     role = "strategy"
     identity = "strategy.distributed"
+    #: Runs over a process group (what Lightning's ``trainer._accelerator_connector.is_distributed`` says).
+    is_distributed = True
 
     def __init__(self, *, process_group_backend: str | None = None, timeout: timedelta | float = DEFAULT_TIMEOUT,
                  distributed_sampler: bool = True, kill_timeout: float | None = None) -> None:
