@@ -174,3 +174,18 @@ def test_accelerator_connector_reads_the_roles(strategy: Any, distributed: bool)
     assert connector.precision_plugin is trainer.precision_plugin
     with pytest.raises(AttributeError, match="cannot be set.*strategy="):
         connector.strategy = SingleDeviceStrategy()
+
+
+@pytest.mark.parametrize(("count", "strategy"), [(4, DDPStrategy), (1, SingleDeviceStrategy)])
+@pytest.mark.parametrize("every", [-1, "-1"])
+def test_devices_minus_one_asks_for_every_gpu(monkeypatch: pytest.MonkeyPatch, count: int, strategy: type,
+                                              every: Any) -> None:
+    fake_cuda(monkeypatch, count)
+    trainer = pl.Trainer(accelerator="gpu", devices=every, **QUIET)
+    assert isinstance(trainer.strategy, strategy) and isinstance(trainer.accelerator, CUDAAccelerator)
+    assert not isinstance(pl.Trainer(accelerator="cuda", **QUIET).strategy, DDPStrategy)  # "auto": one process
+
+
+def test_devices_minus_one_on_the_cpu_is_its_one_device() -> None:
+    trainer = ember.Trainer(accelerator="cpu", devices=-1, **QUIET)
+    assert trainer.role_identities["strategy"] == "strategy.single_device" and trainer.num_devices == 1

@@ -51,15 +51,27 @@ _REDUCE_OPS = ("sum", "mean", "max", "min")
 _state = {"owned": False, "failed": False}
 
 
+def configured_accelerator(config: Any) -> str | None:
+    """The accelerator the Trainer arguments name, by its short name (``"cuda"`` for ``"gpu"``, and for ``"auto"``
+    when CUDA devices are counted); None for ``"auto"`` without them."""
+    arg = config.accelerator
+    if not isinstance(arg, str):
+        arg = str(getattr(arg, "identity", "")).rpartition(".")[2]
+    if arg == "auto":
+        return "cuda" if device_count("cuda") > 0 else None
+    return arg
+
+
 def requested_processes(config: Any, accelerator: str | None = None) -> int:
-    """Processes per node that ``Trainer(devices=...)`` asks for (``"auto"``: every CUDA device under the cuda
-    accelerator, else 1)."""
+    """Processes per node that ``Trainer(devices=...)`` asks for (``"auto"`` and ``-1``: every CUDA device under
+    the cuda accelerator, else 1). ``accelerator`` is the selected one's short name (default: the one the
+    arguments name, :func:`configured_accelerator`)."""
     devices = config.devices
     if isinstance(devices, bool):
         raise ConfigurationError(f"Trainer(devices={devices!r}) is invalid: expected an int, a list of device "
                                  "indices, a string like '0,1', or 'auto'.")
     if devices in ("auto", None, -1, "-1"):
-        if accelerator == "cuda":
+        if (accelerator or configured_accelerator(config)) == "cuda":
             return max(1, device_count("cuda"))
         return 1
     if isinstance(devices, (list, tuple)):
