@@ -183,9 +183,17 @@ def test_devices_minus_one_asks_for_every_gpu(monkeypatch: pytest.MonkeyPatch, c
     fake_cuda(monkeypatch, count)
     trainer = pl.Trainer(accelerator="gpu", devices=every, **QUIET)
     assert isinstance(trainer.strategy, strategy) and isinstance(trainer.accelerator, CUDAAccelerator)
+    assert trainer.num_devices == count and trainer.device_ids == list(range(count))
     assert not isinstance(pl.Trainer(accelerator="cuda", **QUIET).strategy, DDPStrategy)  # "auto": one process
 
 
 def test_devices_minus_one_on_the_cpu_is_its_one_device() -> None:
     trainer = ember.Trainer(accelerator="cpu", devices=-1, **QUIET)
     assert trainer.role_identities["strategy"] == "strategy.single_device" and trainer.num_devices == 1
+
+
+def test_a_named_ddp_under_auto_devices_counts_every_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cuda(monkeypatch, 3)
+    trainer = pl.Trainer(accelerator="cuda", strategy="ddp", **QUIET)  # the processes its launch would start
+    assert trainer.num_devices == 3 and trainer.device_ids == [0, 1, 2]
+    assert ember.Trainer(accelerator="cpu", strategy="ddp", **QUIET).num_devices == 1

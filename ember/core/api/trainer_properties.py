@@ -348,7 +348,8 @@ class TrainerProperties:
 
     @property
     def num_devices(self) -> int:
-        """Devices (processes) per node: from ``devices=`` (an int, a list, ``"0,1"``), else the run's."""
+        """Devices (processes) per node: from ``devices=`` (an int, a list, ``"0,1"``), else the run's, or before it
+        the strategy's ``num_processes`` (a multi-process strategy under ``devices="auto"``/``-1``)."""
         devices = self.config.devices
         if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
             return devices
@@ -357,6 +358,9 @@ class TrainerProperties:
         if isinstance(devices, str) and devices.strip() not in ("auto", "-1", ""):
             parts = [d for d in devices.split(",") if d.strip()]
             return len(parts) if len(parts) > 1 or devices.strip().endswith(",") else int(parts[0])
+        planned = getattr(self.strategy, "num_processes", None) if self.world_size == 1 else None
+        if isinstance(planned, int) and planned > 0:
+            return planned
         return max(1, self.world_size // max(1, self.config.num_nodes))
 
     @property

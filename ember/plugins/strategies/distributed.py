@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ember.core.api.role_plugins import trainer_of
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
 from ember.plugins._shared.devices import device_count
@@ -221,6 +222,16 @@ class ProcessGroupStrategy(StrategySurface):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+    @property
+    def num_processes(self) -> int:
+        """Processes per node (Lightning's ``ParallelStrategy.num_processes``): the job's once it runs, else what
+        ``Trainer(devices=...)`` asks for on the selected accelerator (``"auto"`` and ``-1``: every CUDA device)."""
+        local = self.info.get("local_world_size")
+        if isinstance(local, int) and local > 0:
+            return local
+        trainer = trainer_of(self)
+        return requested_processes(trainer.config, _accelerator_name(trainer)) if trainer is not None else 1
 
     @staticmethod
     def check_available(config: Any) -> None:
