@@ -88,6 +88,9 @@ NOT_PROVIDED = {
     "lightning.pytorch.callbacks.progress.rich_progress": ["RichProgressBarTheme"],
     "lightning.pytorch.loggers.logger": ["merge_dicts"],
     "lightning.pytorch.profilers.pytorch": ["RegisterRecordFunction", "ScheduleWrapper"],
+    "lightning.pytorch.strategies.deepspeed": ["remove_module_hooks"],
+    "lightning.pytorch.accelerators.cuda": ["get_nvidia_gpu_stats"],
+    "lightning.pytorch.accelerators.mps": ["get_device_stats"],
     "lightning.pytorch.utilities.parsing": ["clean_namespace", "collect_init_args", "get_init_args",
                                             "parse_class_init_keys", "save_hyperparameters"],
 }

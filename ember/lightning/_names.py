@@ -100,15 +100,18 @@ def lightning_trainer() -> type:
     Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
     checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), the
     default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, the
-    loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, and the few-workers check counts CPUs
-    through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning code the script was written
-    for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, the few-workers check counts CPUs
+    through ``lightning.fabric.utilities.data._num_cpus_available`` and device selection counts GPUs through
+    ``lightning.fabric.accelerators.cuda.num_cuda_devices`` (and ``.mps``'s), as the Lightning code the script was
+    written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
+    from ember.lightning.fabric.accelerators import route_device_counts
     from ember.lightning.fabric.utilities.data import route_cpu_count
 
     for identity, factory in LIGHTNING_DEFAULTS.items():
         if options.substitute_for(identity) is None:
             options.substitute(identity, factory)
     route_cpu_count()
+    route_device_counts()
     return Trainer

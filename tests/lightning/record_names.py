@@ -91,6 +91,18 @@ SUBMODULES = (
     "lightning.pytorch.tuner.tuning",
     "lightning.pytorch.utilities.parsing",
     "lightning.pytorch.utilities.grads",
+    "lightning.pytorch.strategies.strategy",
+    "lightning.pytorch.strategies.single_device",
+    "lightning.pytorch.strategies.parallel",
+    "lightning.pytorch.strategies.ddp",
+    "lightning.pytorch.strategies.fsdp",
+    "lightning.pytorch.strategies.deepspeed",
+    "lightning.pytorch.strategies.model_parallel",
+    "lightning.pytorch.accelerators.accelerator",
+    "lightning.pytorch.accelerators.cpu",
+    "lightning.pytorch.accelerators.cuda",
+    "lightning.pytorch.accelerators.mps",
+    "lightning.pytorch.accelerators.xla",
 )
 #: Names every module gets from ``typing`` and ``__future__``: not the module's own.
 _NOISE = set(dir(typing)) | {"annotations", "Tensor", "nn", "torch", "np", "numpy", "log", "Path", "partial",

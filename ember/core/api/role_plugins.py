@@ -63,3 +63,25 @@ def trainer_of(plugin: Any) -> Any:
     except TypeError:
         return None
     return ref() if ref is not None else None
+
+
+class RolesView:
+    """The roles a Trainer chose, read-only, as Lightning code reads them from Lightning's private
+    ``trainer._accelerator_connector``: ``strategy``, ``accelerator``, ``precision_plugin``, and ``is_distributed``
+    (the strategy, or the ember plugin a Lightning-named one configures, runs over a process group)."""
+
+    __slots__ = ("strategy", "accelerator", "precision_plugin", "is_distributed")
+
+    def __init__(self, trainer: Any) -> None:
+        strategy = trainer.strategy
+        distributed = getattr(strategy, "is_distributed", None)
+        if distributed is None:
+            distributed = getattr(getattr(strategy, "plugin", None), "is_distributed", False)
+        for name, value in zip(self.__slots__, (strategy, trainer.accelerator, trainer.precision_plugin,
+                                                bool(distributed))):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"trainer._accelerator_connector.{name} cannot be set: ember chooses the roles from the "
+                             "Trainer's arguments (strategy=, accelerator=, precision=, plugins=); build a Trainer "
+                             "with the one you want.")

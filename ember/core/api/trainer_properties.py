@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from ember.core.api.role_plugins import RolesView
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
 from ember.core.loop.results import to_floats
@@ -347,7 +348,8 @@ class TrainerProperties:
 
     @property
     def num_devices(self) -> int:
-        """Devices (processes) per node: from ``devices=`` (an int, a list, ``"0,1"``), else the run's."""
+        """Devices (processes) per node: from ``devices=`` (an int, a list, ``"0,1"``), else the run's, or before it
+        the strategy's ``num_processes`` (a multi-process strategy under ``devices="auto"``/``-1``)."""
         devices = self.config.devices
         if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
             return devices
@@ -356,6 +358,9 @@ class TrainerProperties:
         if isinstance(devices, str) and devices.strip() not in ("auto", "-1", ""):
             parts = [d for d in devices.split(",") if d.strip()]
             return len(parts) if len(parts) > 1 or devices.strip().endswith(",") else int(parts[0])
+        planned = getattr(self.strategy, "num_processes", None) if self.world_size == 1 else None
+        if isinstance(planned, int) and planned > 0:
+            return planned
         return max(1, self.world_size // max(1, self.config.num_nodes))
 
     @property
@@ -382,6 +387,11 @@ class TrainerProperties:
     def precision_plugin(self) -> Any:
         """The active precision plugin (``trainer.precision`` is its name)."""
         return self.role_plugins["precision"]
+
+    @property
+    def _accelerator_connector(self) -> RolesView:
+        """Lightning's private connector, as code written for Lightning reads it: the roles chosen, read-only."""
+        return RolesView(self)
 
     @property
     def scaler(self) -> Any:

@@ -8,11 +8,8 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.devices import device_count, torch_device_count
 from ember.plugins.accelerators import leave_on_cpu
-
-
-def _available() -> bool:
-    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
 class MPSAccelerator:
@@ -23,13 +20,21 @@ class MPSAccelerator:
 
     @staticmethod
     def auto_select(config: Any) -> int | None:
-        return 10 if _available() else None
+        return 10 if device_count("mps") > 0 else None
 
     @staticmethod
     def check_available(config: Any) -> None:
-        if not _available():
+        if device_count("mps") == 0:
             raise ConfigurationError("Trainer(accelerator='mps'): no MPS device is available here "
                                      "(torch.backends.mps.is_available() is False). Use accelerator='cpu' or 'auto'.")
+
+    @hookimpl
+    def configure(self, trainer: Any) -> None:
+        if torch_device_count("mps") == 0:  # built while an MPS device was counted (see the CUDA accelerator)
+            raise ConfigurationError(
+                "Trainer(accelerator='mps') was built while an MPS device was counted, but torch sees none in this "
+                "process (torch.backends.mps.is_available() is False). Run it on Apple silicon, or use "
+                "accelerator='cpu'.")
 
     @hookimpl
     def root_device(self) -> torch.device:

@@ -70,9 +70,11 @@ class DDPStrategy(ProcessGroupStrategy):
 
     @staticmethod
     def auto_select(config: Any) -> int | None:
-        """Above ``single_device`` when several processes are asked for or a launcher started this one."""
+        """Above ``single_device`` when several processes are asked for (``devices=-1``: every CUDA device; ember's
+        ``"auto"`` is one process) or a launcher started this one."""
         try:
-            several = requested_processes(config) > 1 or config.num_nodes > 1
+            several = config.num_nodes > 1 or (config.devices not in ("auto", None)
+                                               and requested_processes(config) > 1)
         except ConfigurationError:
             several = False
         return 10 if several or launched() else None

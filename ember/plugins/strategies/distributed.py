@@ -39,8 +39,10 @@ from typing import Any
 
 import torch
 
+from ember.core.api.role_plugins import trainer_of
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
+from ember.plugins._shared.devices import device_count
 from ember.plugins.strategies.sampler import shard_loader
 from ember.plugins.strategies.surface import StrategySurface
 
@@ -50,16 +52,28 @@ _REDUCE_OPS = ("sum", "mean", "max", "min")
 _state = {"owned": False, "failed": False}
 
 
+def configured_accelerator(config: Any) -> str | None:
+    """The accelerator the Trainer arguments name, by its short name (``"cuda"`` for ``"gpu"``, and for ``"auto"``
+    when CUDA devices are counted); None for ``"auto"`` without them."""
+    arg = config.accelerator
+    if not isinstance(arg, str):
+        arg = str(getattr(arg, "identity", "")).rpartition(".")[2]
+    if arg == "auto":
+        return "cuda" if device_count("cuda") > 0 else None
+    return arg
+
+
 def requested_processes(config: Any, accelerator: str | None = None) -> int:
-    """Processes per node that ``Trainer(devices=...)`` asks for (``"auto"``: every CUDA device under the cuda
-    accelerator, else 1)."""
+    """Processes per node that ``Trainer(devices=...)`` asks for (``"auto"`` and ``-1``: every CUDA device under
+    the cuda accelerator, else 1). ``accelerator`` is the selected one's short name (default: the one the
+    arguments name, :func:`configured_accelerator`)."""
     devices = config.devices
     if isinstance(devices, bool):
         raise ConfigurationError(f"Trainer(devices={devices!r}) is invalid: expected an int, a list of device "
                                  "indices, a string like '0,1', or 'auto'.")
     if devices in ("auto", None, -1, "-1"):
-        if accelerator == "cuda" and torch.cuda.is_available():
-            return max(1, torch.cuda.device_count())
+        if (accelerator or configured_accelerator(config)) == "cuda":
+            return max(1, device_count("cuda"))
         return 1
     if isinstance(devices, (list, tuple)):
         return len(devices)
@@ -189,6 +203,8 @@ class ProcessGroupStrategy(StrategySurface):
 
     role = "strategy"
     identity = "strategy.distributed"
+    #: Runs over a process group (what Lightning's ``trainer._accelerator_connector.is_distributed`` says).
+    is_distributed = True
 
     def __init__(self, *, process_group_backend: str | None = None, timeout: timedelta | float = DEFAULT_TIMEOUT,
                  distributed_sampler: bool = True, kill_timeout: float | None = None) -> None:
@@ -206,6 +222,16 @@ class ProcessGroupStrategy(StrategySurface):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+    @property
+    def num_processes(self) -> int:
+        """Processes per node (Lightning's ``ParallelStrategy.num_processes``): the job's once it runs, else what
+        ``Trainer(devices=...)`` asks for on the selected accelerator (``"auto"`` and ``-1``: every CUDA device)."""
+        local = self.info.get("local_world_size")
+        if isinstance(local, int) and local > 0:
+            return local
+        trainer = trainer_of(self)
+        return requested_processes(trainer.config, _accelerator_name(trainer)) if trainer is not None else 1
 
     @staticmethod
     def check_available(config: Any) -> None:

@@ -9,12 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from ember.core.errors import ConfigurationError
+from ember.plugins.strategies.distributed import requested_processes
 from ember.plugins.strategies.surface import StrategySurface
 
 
-def _count(devices: Any) -> int:
+def _count(config: Any) -> int:
+    """The devices ``Trainer(devices=...)`` asks for (``-1``: every device of the accelerator; ``"auto"``: one)."""
+    devices = config.devices
     if devices in ("auto", None):
         return 1
+    if devices in (-1, "-1"):
+        return requested_processes(config)
     if isinstance(devices, (list, tuple)):
         return len(devices)
     if isinstance(devices, str):
@@ -35,7 +40,7 @@ class SingleDeviceStrategy(StrategySurface):
 
     @staticmethod
     def check_available(config: Any) -> None:
-        n = _count(config.devices)
+        n = _count(config)
         if n != 1 or config.num_nodes != 1:
             raise ConfigurationError(
                 f"Trainer(devices={config.devices!r}, num_nodes={config.num_nodes}) asks for {n * config.num_nodes} "

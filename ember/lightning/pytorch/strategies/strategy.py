@@ -1,4 +1,5 @@
-"""``lightning.pytorch.strategies``'s classes as ember plugins (see :mod:`ember.lightning.seed`).
+"""``lightning.pytorch.strategies.strategy``: ``Strategy``, the base of Lightning's strategy classes, as an ember
+plugin (see :mod:`ember.lightning.seed`).
 
 ``Trainer(strategy=DDPStrategy(find_unused_parameters=True))`` runs ember's ``strategy.ddp`` with those
 arguments; a subclass's override of ``reduce``, ``all_gather``, ``barrier``, ``broadcast``,
@@ -17,17 +18,12 @@ import torch
 
 from ember.core.hooks.defaults import move_to_device
 from ember.hookspecs import hookimpl
-from ember.lightning._names import unsupported
-from ember.lightning.seed import SeedPlugin, add_forwarders, base_hook
-from ember.plugins.strategies.ddp import DDPStrategy as _EmberDDP
-from ember.plugins.strategies.ddp_spawn import DDPSpawnStrategy as _EmberDDPSpawn
+from ember.lightning.seed import SeedPlugin, base_hook
 from ember.plugins.strategies.distributed import ProcessGroupStrategy
-from ember.plugins.strategies.fsdp import FSDPStrategy as _EmberFSDP
 from ember.plugins.strategies.single_device import SingleDeviceStrategy as _EmberSingle
 from ember.plugins.strategies.surface import StrategySurface
 
-__all__ = ["DDPStrategy", "DeepSpeedStrategy", "FSDPStrategy", "ModelParallelStrategy", "ParallelStrategy",
-           "SingleDeviceStrategy", "Strategy"]
+__all__ = ["Strategy"]
 
 #: The ember hooks a Strategy answers through Lightning's methods.
 THROUGH_METHODS = frozenset({"batch_to_device", "process_dataloader", "reduce", "all_gather", "broadcast", "barrier",
@@ -110,6 +106,11 @@ class Strategy(SeedPlugin, StrategySurface):
     def teardown(self) -> None:
         """Called at the end of each run when a subclass overrides it."""
 
+    @base_hook
+    def on_exception(self, exception: BaseException) -> None:
+        """Called with the exception that ends a run (ember's ``on_exception`` event), when a subclass overrides
+        it."""
+
     # -- the adapter -----------------------------------------------------------------------------------
     @hookimpl(specname="setup_environment")
     def _ember_setup_environment(self) -> None:
@@ -155,70 +156,4 @@ class Strategy(SeedPlugin, StrategySurface):
         return self.save_checkpoint(checkpoint, path)
 
 
-class SingleDeviceStrategy(Strategy):
-    """ember's ``strategy.single_device``. ``device`` is taken from the accelerator in ember (``Trainer(accelerator=,
-    devices=)``); only the default is accepted here."""
-
-
-    plugin_class = _EmberSingle
-
-    def __init__(self, device: Any = "cpu", accelerator: Any = None, checkpoint_io: Any = None,
-                 precision_plugin: Any = None) -> None:
-        super().__init__(accelerator, checkpoint_io, precision_plugin)
-        self.device = device
-
-
-class ParallelStrategy(Strategy):
-    """Lightning's base of the strategies that run several processes (:class:`DDPStrategy`, :class:`FSDPStrategy`);
-    subclass one of those."""
-
-
-
-class DDPStrategy(ParallelStrategy):
-    """ember's ``strategy.ddp``: ``DistributedDataParallel`` keyword arguments (``find_unused_parameters``,
-    ``static_graph``, ...) and ``process_group_backend``/``timeout`` as in Lightning. ``start_method``:
-    ``"popen"`` (the default: every process runs the whole script, ``strategy.ddp``), or ``"spawn"``, ``"fork"``,
-    ``"forkserver"`` (processes started from inside ``fit``, results brought back: ``strategy.ddp_spawn``)."""
-
-
-    plugin_class: type = _EmberDDP
-
-    def __init__(self, accelerator: Any = None, checkpoint_io: Any = None, precision_plugin: Any = None,
-                 process_group_backend: str | None = None, timeout: Any = None, start_method: str = "popen",
-                 **kwargs: Any) -> None:
-        super().__init__(accelerator, checkpoint_io, precision_plugin)
-        self._arguments = {"process_group_backend": process_group_backend, "timeout": timeout, **kwargs}
-        self._start_method = start_method
-        if start_method != "popen" and self.plugin_class is _EmberDDP:
-            self.plugin_class = _EmberDDPSpawn
-            self._arguments["start_method"] = start_method
-        elif start_method != "popen":
-            raise ValueError(f"{type(self).__name__}(start_method={start_method!r}): ember starts this strategy's "
-                             "processes one way only; leave start_method at 'popen'.")
-        self._plugin = self.plugin_class(**self._arguments)  # checks the arguments now
-
-    def plugin_arguments(self) -> dict[str, Any]:
-        return self._arguments
-
-
-class FSDPStrategy(DDPStrategy):
-    """ember's ``strategy.fsdp`` (FSDP2, ``fully_shard``): its arguments are ember's (``shard_modules``,
-    ``reshard_after_forward``, ``mixed_precision``, ``cpu_offload``, ...); Lightning's FSDP1 arguments
-    (``auto_wrap_policy``, ``sharding_strategy``, ...) have no meaning there."""
-
-
-    plugin_class = _EmberFSDP
-
-
-for _cls in (SingleDeviceStrategy, DDPStrategy, FSDPStrategy):
-    add_forwarders(_cls, _cls.plugin_class, skip=THROUGH_METHODS)
-    _cls.stands_for = (_cls.plugin_class,)
 Strategy.stands_for = (_EmberSingle, ProcessGroupStrategy)
-ParallelStrategy.stands_for = (ProcessGroupStrategy,)
-
-#: Placeholders: they import (and can be subclassed or named in isinstance) and raise when constructed.
-DeepSpeedStrategy = unsupported("DeepSpeedStrategy", "ember has no DeepSpeedStrategy: ember does not run DeepSpeed; "
-                                "shard the model with strategy='fsdp' (FSDP2) instead.", __name__)
-ModelParallelStrategy = unsupported("ModelParallelStrategy", "ember has no ModelParallelStrategy: tensor parallelism "
-                                    "is not supported; shard the model with strategy='fsdp' and configure_model.",
-                                    __name__)
