@@ -19,6 +19,7 @@ import torch
 
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
+from ember.core.hooks.positional import defines
 from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
@@ -413,7 +414,7 @@ class TrainerProperties:
     def enable_validation(self) -> bool:
         """A fit would validate: the module has ``validation_step`` and ``limit_val_batches`` is not 0."""
         module = self.module
-        return module is not None and callable(getattr(module, "validation_step", None)) and \
+        return module is not None and defines(module, "validation_step") and \
             self.config.limit_val_batches != 0
 
     @property

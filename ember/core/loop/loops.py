@@ -33,6 +33,7 @@ from ember.core.errors import (
     PossibleUserWarning,
     warn_user,
 )
+from ember.core.hooks.positional import defines
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
 from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
@@ -275,7 +276,7 @@ class Loops:
                                      "train_dataloader() on the module, or pass a datamodule.")
         self.fit_loaders = loaders
         validates = has_source(t, "validate", loaders["validate"])
-        if validates and not callable(getattr(t.module, "validation_step", None)):
+        if validates and not defines(t.module, "validation_step"):
             warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
                           "validation loop is skipped. Define validation_step, or pass no validation data.",
                           UserWarning, stacklevel=5)
