@@ -303,9 +303,11 @@ class Module(HyperparametersMixin, torch.nn.Module):
         """The data to predict on (a loader or a list of them), when none is given and there is no DataModule."""
         raise _missing_loader(self, "predict_dataloader")
 
+    @base_hook
     def on_validation_model_zero_grad(self) -> None:
         """Before each validation inside a fit (outside an accumulation window): the gradients are dropped, so that
-        their memory is free while validation runs (the next step computes them anew), as in Lightning."""
+        their memory is free while validation runs (the next step computes them anew), as in Lightning. Where no
+        override is defined the loop does this without calling the hook."""
         self.zero_grad()
 
     # -- overridable steps (Lightning's defaults; an override is called by the loop) ---------------------

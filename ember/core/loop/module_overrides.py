@@ -111,6 +111,11 @@ def data_plugins(module: Any, datamodule: Any) -> list[tuple[str, Any, dict]]:
             ("module", module, {"without": owned})]
 
 
+def drop_gradients(trainer: Any, module: Any) -> None:
+    """What ``on_validation_model_zero_grad`` does where nothing implements it (``ember.Module``'s default)."""
+    module.zero_grad()
+
+
 # -- role hooks answered by the module ---------------------------------------------------------------------
 def role_answers(trainer: Any, module: Any) -> list[tuple[str, Any, dict]]:
     """The plugin answering ``zero_grad``/``batch_to_device``/``backward`` with the module's overrides, as

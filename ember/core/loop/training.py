@@ -444,8 +444,8 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h = t.hook
         t.state.stage = "validate"
-        if h.on_validation_model_zero_grad is not None and not self._window_open():
-            h.on_validation_model_zero_grad(trainer=t, module=t.module)
+        if not self._window_open():  # with no implementation, the default (gradients dropped) without a call
+            (h.on_validation_model_zero_grad or module_overrides.drop_gradients)(trainer=t, module=t.module)
         self.load_val_data_if_due()
         if not self.val_loaders or not any(self.val_nums):
             t.state.stage = "train"
