@@ -102,13 +102,16 @@ def lightning_trainer() -> type:
     default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, the
     loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, and the few-workers check counts CPUs
     through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning code the script was written
-    for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    for expects, and Trainers have ``_data_connector`` (:mod:`ember.lightning.data_connector`). ``ember.Trainer``
+    reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
+    from ember.lightning import data_connector
     from ember.lightning.fabric.utilities.data import route_cpu_count
 
     for identity, factory in LIGHTNING_DEFAULTS.items():
         if options.substitute_for(identity) is None:
             options.substitute(identity, factory)
     route_cpu_count()
+    data_connector.install(Trainer)
     return Trainer

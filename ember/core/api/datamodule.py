@@ -27,6 +27,8 @@ class DataModule(HyperparametersMixin):
 
     #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
     trainer: Any = None
+    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
+    prepare_data_per_node: bool = True
     #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's keys).
     CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
     CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"

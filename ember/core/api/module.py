@@ -39,6 +39,8 @@ class Module(HyperparametersMixin, torch.nn.Module):
     #: An example input (Lightning's name): used by ``to_onnx``/``to_torchscript``/``export`` when no sample is
     #: given. None until set.
     example_input_array: Any = None
+    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
+    prepare_data_per_node: bool = True
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
                                             "global_rank", "local_rank", "hparams", "hparams_initial", "logger",

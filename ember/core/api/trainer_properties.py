@@ -185,21 +185,15 @@ class TrainerProperties:
         value = getattr(cfg, f"limit_{stage}_batches")
         return 1.0 if value is None else value
 
-    @property
-    def limit_train_batches(self) -> int | float:
-        return self._limit("train")
+    def _set_limit(self, stage: str, value: int | float) -> None:
+        self.config = attrs.evolve(self.config, **{f"limit_{stage}_batches": value})  # checked as the argument is
 
-    @property
-    def limit_val_batches(self) -> int | float:
-        return self._limit("val")
-
-    @property
-    def limit_test_batches(self) -> int | float:
-        return self._limit("test")
-
-    @property
-    def limit_predict_batches(self) -> int | float:
-        return self._limit("predict")
+    # settable between runs, as Lightning's attributes are (the next run reads the value)
+    limit_train_batches = property(lambda self: self._limit("train"), lambda self, v: self._set_limit("train", v))
+    limit_val_batches = property(lambda self: self._limit("val"), lambda self, v: self._set_limit("val", v))
+    limit_test_batches = property(lambda self: self._limit("test"), lambda self, v: self._set_limit("test", v))
+    limit_predict_batches = property(lambda self: self._limit("predict"),
+                                     lambda self, v: self._set_limit("predict", v))
 
     @property
     def overfit_batches(self) -> int | float:

@@ -64,7 +64,8 @@ def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
                       "from it). Check the data, or pass no loader for this stage if that was the intention.")
     if trainer.config.overfit_batches and stage in ("train", "validate"):
         loader = sequential(loader, stage)
-    processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
+    process = trainer.hook.process_dataloader  # None outside a run (loaders read through the loop views)
+    processed = process(trainer=trainer, dataloader=loader, stage=stage) if process is not None else None
     return seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer)
 
 

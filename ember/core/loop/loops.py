@@ -33,6 +33,7 @@ from ember.core.errors import (
     PossibleUserWarning,
     warn_user,
 )
+from ember.core.hooks.plugin_manager import per_node_only
 from ember.core.hooks.positional import defines
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
@@ -78,6 +79,8 @@ class Loops:
         self.fit_loaders: dict[str, Any] = {}
         #: The loaders of the last validate/test/predict run, by stage.
         self.eval_loaders: dict[str, list[Any]] = {}
+        #: Loaders attached outside a run, by stage (Lightning's data connector), for the loop views' setup_data.
+        self.attached: dict[str, Any] = {}
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
@@ -177,8 +180,11 @@ class Loops:
         t.root_device = h.root_device(trainer=t)
         if h.setup_device is not None:
             h.setup_device(trainer=t, device=t.root_device)
-        if h.prepare_data is not None and t.local_rank == 0:
-            h.prepare_data(trainer=t)
+        if h.prepare_data is not None and t.local_rank == 0:  # on every node, or the first where asked
+            if t.node_rank == 0:
+                h.prepare_data(trainer=t)
+            else:
+                h.call_each("prepare_data", per_node_only, trainer=t)
         if t.world_size > 1:
             h.barrier(trainer=t, name="prepare_data")
         return None
