@@ -102,9 +102,10 @@ _INDEX_LAST = frozenset(f"on_{stage}_batch_{end}" for stage in ("validation", "t
 
 
 class _IndexWhenSeveral:
-    """A hook taking its arguments by ``*args`` is called as Lightning calls it: the dataloader index is passed
-    only while the stage runs several loaders (a method that names the parameter gets it always, as its default
-    would give it). The trainer says how many loaders run; it is passed on only where the method takes it."""
+    """A hook taking its arguments by position is called as Lightning calls it: the dataloader index is passed
+    only while the stage runs several loaders (a method that names the parameter ``dataloader_idx`` gets it
+    always, as its default would give it). The trainer says how many loaders run; it is passed on only where the
+    method takes it."""
 
     __slots__ = ("target", "with_trainer")
 
@@ -119,15 +120,9 @@ class _IndexWhenSeveral:
 
 def index_when_several(function: Callable[..., Any], argnames: tuple[str, ...],
                        hook: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
-    """``function`` and the spec names to pass it, adapted by :class:`_IndexWhenSeveral` where ``hook`` is an
-    evaluation batch hook and ``function`` takes ``*args``."""
+    """``function``, matched by position to ``argnames``, and the spec names to pass it: adapted by
+    :class:`_IndexWhenSeveral` where ``hook`` is an evaluation batch hook whose index ``function`` takes."""
     if hook not in _INDEX_LAST or not argnames or argnames[-1] != "dataloader_idx":
-        return function, argnames
-    try:
-        star = any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):
-        return function, argnames
-    if not star:
         return function, argnames
     with_trainer = argnames[0] == "trainer"
     return _IndexWhenSeveral(function, with_trainer), argnames if with_trainer else ("trainer", *argnames)
