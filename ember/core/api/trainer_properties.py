@@ -186,7 +186,8 @@ class TrainerProperties:
         return 1.0 if value is None else value
 
     def _set_limit(self, stage: str, value: int | float) -> None:
-        self.config = attrs.evolve(self.config, **{f"limit_{stage}_batches": value})  # checked as the argument is
+        changed: dict[str, Any] = {f"limit_{stage}_batches": value}
+        self.config = attrs.evolve(self.config, **changed)  # checked as the argument is
 
     # settable between runs, as Lightning's attributes are (the next run reads the value)
     limit_train_batches = property(lambda self: self._limit("train"), lambda self, v: self._set_limit("train", v))

@@ -127,8 +127,8 @@ def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:
 
 def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int, trainer: Any = None) -> Any:
     """Call the module's ``*_step`` for ``stage`` with the arguments it takes (``batch``, ``batch_idx``,
-    ``dataloader_idx``). A step with room for a third position (``*args``) gets the dataloader index there when
-    the stage has several loaders, as Lightning passes it."""
+    ``dataloader_idx``). An evaluation step gets the dataloader index only when the stage has several loaders, as
+    Lightning passes it: by keyword to a ``dataloader_idx`` parameter, else in the third position (``*args``)."""
     name = STEP_METHODS[stage]
     method = getattr(module, name)
     key = (type(module), name)
@@ -139,11 +139,12 @@ def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_id
         arity = _step_arity[key] = _arity(module, name)
     if arity == 1:
         return method(batch, batch_idx)
-    if arity == 2:
+    if arity == 2 and (stage == "train" or trainer is None):
         return method(batch, batch_idx, dataloader_idx=dataloader_idx)
-    if arity == 3:
+    if arity >= 2:  # an evaluation step gets the index only while several loaders run (its default otherwise)
         if stage != "train" and trainer is not None and trainer.loop.log_context.num_dataloaders > 1:
-            return method(batch, batch_idx, dataloader_idx)
+            return method(batch, batch_idx, dataloader_idx=dataloader_idx) if arity == 2 else \
+                method(batch, batch_idx, dataloader_idx)
         return method(batch, batch_idx)
     return method(batch)
 

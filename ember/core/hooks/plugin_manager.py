@@ -474,19 +474,6 @@ def marked_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
     function = impl.function
     if impl.wrapper or impl.hookwrapper or getattr(function, IMPL_MARK, None) is not None:
         return impl
-    return _skipped(impl)
-
-
-def per_node_only(impl: pluggy.HookImpl) -> pluggy.HookImpl:
-    """``impl`` when its plugin does the work on every node (``prepare_data_per_node`` is not False, as on
-    LightningModule and LightningDataModule); else a copy that does nothing (it runs on the first node only)."""
-    if impl.wrapper or impl.hookwrapper or getattr(impl.plugin, "prepare_data_per_node", True) is not False:
-        return impl
-    return _skipped(impl)
-
-
-def _skipped(impl: pluggy.HookImpl) -> pluggy.HookImpl:
-    function = impl.function
 
     @functools.wraps(function)  # pluggy reads the arguments to pass through __wrapped__
     def skipped(*args: Any, **kwargs: Any) -> None:

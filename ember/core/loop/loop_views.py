@@ -313,7 +313,7 @@ class FitLoopView:
         loops = self._loops
         if loops.t.state.status != "running":
             loops.fit_loaders = {"train": loops.attached.get("train"), "validate": loops.attached.get("validate")}
-            if loops.t.limit_train_batches == 0:
+            if getattr(loops.t, LIMIT_ARG["train"]) == 0:
                 loops.training.given_train_loader = loops.training.train_loader = None
                 loops.t.num_training_batches = 0
             else:

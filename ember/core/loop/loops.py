@@ -33,8 +33,7 @@ from ember.core.errors import (
     PossibleUserWarning,
     warn_user,
 )
-from ember.core.hooks.plugin_manager import per_node_only
-from ember.core.hooks.positional import defines
+from ember.core.hooks.positional import defines, same_call
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
 from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
@@ -184,7 +183,7 @@ class Loops:
             if t.node_rank == 0:
                 h.prepare_data(trainer=t)
             else:
-                h.call_each("prepare_data", per_node_only, trainer=t)
+                h.call_each("prepare_data", _per_node_only, trainer=t)
         if t.world_size > 1:
             h.barrier(trainer=t, name="prepare_data")
         return None
@@ -458,6 +457,18 @@ class Loops:
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
+
+
+def _per_node_only(impl: Any) -> Any:
+    """``impl`` of ``prepare_data``, skipped where its plugin asks to prepare on the first node only
+    (``prepare_data_per_node = False``, as LightningModule and LightningDataModule take it)."""
+    if impl.wrapper or impl.hookwrapper or getattr(impl.plugin, "prepare_data_per_node", True) is not False:
+        return impl
+    return same_call(impl, _nothing)
+
+
+def _nothing(*args: Any) -> None:
+    return None
 
 
 def _same_value(a: Any, b: Any) -> bool:
