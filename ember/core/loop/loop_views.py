@@ -128,18 +128,25 @@ class EvaluationLoopView:
         by hand (Lightning's ``trainer._data_connector``), else the DataModule's or the module's, as the run would
         read them (without a distributed sampler: no strategy is set up then); none where the limit is 0."""
         loops = self._loops
-        if self._stage != "fit" and loops.t.state.status != "running":
+        if self._stage != "fit" and loops.t.state.status != "running" and _has_data(loops):
             _read_outside_run(loops, self._stage)
         elif self._stage == "fit" and loops.t.state.fn == "fit" and loops.fit_loaders:
             loops.training.load_val_data_if_due()
-        elif loops.t.state.fn != self._stage:
+        elif loops.t.state.fn != self._stage or loops.t.state.status != "running":
             name = "fit_loop.epoch_loop.val_loop" if self._stage == "fit" else f"{self._stage}_loop"
             raise ConfigurationError(f"{name}.setup_data() reads the loaders of a running trainer.{self._stage}(): "
                                      "ember reads them when the run starts, so call it from a hook of that run, or "
-                                     "read trainer.num_*_batches after it.")
+                                     "read trainer.num_*_batches after it (outside a run, it reads the loaders "
+                                     "attached with Lightning's trainer._data_connector).")
 
 
 _NUM_BATCHES = {"validate": "num_val_batches", "test": "num_test_batches", "predict": "num_predict_batches"}
+
+
+def _has_data(loops: LoopsLike) -> bool:
+    """Outside a run: a module, a DataModule or loaders are attached, to read loaders from."""
+    t = loops.t
+    return t.module is not None or t.datamodule is not None or any(v is not None for v in loops.attached.values())
 
 
 def _read_outside_run(loops: LoopsLike, stage: str) -> None:
@@ -311,17 +318,18 @@ class FitLoopView:
         attached by hand (Lightning's ``trainer._data_connector``), else the DataModule's or the module's; none
         where ``limit_train_batches`` is 0."""
         loops = self._loops
-        if loops.t.state.status != "running":
+        if loops.t.state.status != "running" and _has_data(loops):
             loops.fit_loaders = {"train": loops.attached.get("train"), "validate": loops.attached.get("validate")}
             if getattr(loops.t, LIMIT_ARG["train"]) == 0:
                 loops.training.given_train_loader = loops.training.train_loader = None
                 loops.t.num_training_batches = 0
             else:
                 loops.load_train_data()
-        elif loops.t.state.fn != "fit" or not loops.fit_loaders:
+        elif loops.t.state.fn != "fit" or not loops.fit_loaders or loops.t.state.status != "running":
             raise ConfigurationError("fit_loop.setup_data() reads the training loader of a running trainer.fit(): "
                                      "ember reads it as training starts, so call it from a hook of the fit, or read "
-                                     "trainer.num_training_batches after it.")
+                                     "trainer.num_training_batches after it (outside a run, it reads the loader "
+                                     "attached with Lightning's trainer._data_connector).")
         elif loops.training.train_loader is None:
             loops.load_train_data()
 
