@@ -239,3 +239,23 @@ def test_the_data_connector_attaches_data_outside_a_run() -> None:
     trainer.limit_val_batches = 3
     metrics = trainer.validate(model, DataLoader(tiny_dataset(64), batch_size=8))
     assert trainer.num_val_batches == [3] and metrics
+
+
+def test_a_fit_resumed_between_epochs_zeroes_the_gradients_after_on_fit_start(tmp_path: Any) -> None:
+    train = tiny_loaders(16)[0]
+    args = {**FAST_TRAINER_ARGS, "enable_checkpointing": True, "default_root_dir": str(tmp_path)}
+    first = ember.Trainer(**args)
+    first.fit(TinyClassifier(), train)
+    called: list[tuple] = []
+
+    class Model(TinyClassifier):
+        def on_fit_start(self) -> None:
+            called.append(("on_fit_start",))
+
+        def on_train_start(self) -> None:
+            called.append(("on_train_start",))
+
+    model = Model()
+    _wrap(model, ["zero_grad"], called)
+    ember.Trainer(**{**args, "max_epochs": 2}).fit(model, train, ckpt_path=first.checkpoint_callback.best_model_path)
+    assert [c[0] for c in called] == ["on_fit_start", "zero_grad", "on_train_start"]  # as in Lightning

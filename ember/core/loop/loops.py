@@ -233,7 +233,7 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        if resume is None:  # (a fit resumed inside an accumulation window carries its restored gradients)
+        if resume is None or resume.phase != "batch":  # (resumed mid-epoch: the window's restored gradients stay)
             module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
