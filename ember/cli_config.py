@@ -71,7 +71,10 @@ class DataModule(abc.ABC):  # noqa: B024  (nothing to implement: __subclasshook_
 
     @classmethod
     def __subclasshook__(cls, other: type) -> bool:
-        return any(callable(getattr(other, name, None)) for name in _DATALOADERS)
+        from ember.core.hooks.positional import is_base_hook
+
+        return any(callable(method) and not is_base_hook(method)
+                   for method in (getattr(other, name, None) for name in _DATALOADERS))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ OWN_PRIVATE = {
     "cli_plugins.py: info._failed": "`ember plugins` reports a plugin that fails to instantiate with the "
                                     "error the discovery record builds for a plugin that fails to load",
     "torchrun.py: hook._ember_rank": "marks the excepthook it installs, so it is installed once per process",
+    "data_connector.py: trainer_class._data_connector": "Lightning's own (private) name on its Trainer, which code "
+                                                        "written for Lightning calls; given to the Trainer class once "
+                                                        "a script takes Lightning's Trainer",
 }
 #: Why ember reaches into torch's DataLoader iterator (ember/core/loop/data.py).
 _DEAD_WORKER = ("a DataLoader worker that died: torch raises its error from its SIGCHLD handler again and again "

@@ -403,7 +403,8 @@ def test_a_datamodules_transfer_batch_to_device_wins() -> None:
         def transfer_batch_to_device(self, batch, device, dataloader_idx):
             raise AssertionError("the DataModule's is used, as in Lightning")
 
-    ember.Trainer(**FAST_TRAINER_ARGS).fit(Model(), datamodule=Data())
+    with pytest.warns(ember.EmberWarning, match="defined by both Model and Data"):  # as Lightning warns
+        ember.Trainer(**FAST_TRAINER_ARGS).fit(Model(), datamodule=Data())
     assert seen == [("datamodule", "cpu", 0)] * 2
 
 

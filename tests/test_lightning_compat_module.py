@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import ember.lightning.pytorch as pl
 from ember.core.errors import ConfigurationError
+from ember.lightning.pytorch.utilities.model_helpers import is_overridden
 
 
 class Boring(pl.LightningModule):
@@ -214,7 +215,7 @@ def test_from_datasets_builds_the_dataloaders() -> None:
     loader = dm.train_dataloader()
     assert loader.dataset is train and loader.batch_size == 2
     assert [v.dataset for v in dm.val_dataloader()] == [val, val]
-    assert not hasattr(dm, "test_dataloader")
+    assert hasattr(dm, "test_dataloader") and not is_overridden("test_dataloader", dm)  # as in Lightning
     with pytest.raises(ConfigurationError, match="`test_dataloader` must be implemented"):
         dm.test_dataloader()
 

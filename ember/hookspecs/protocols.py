@@ -310,9 +310,10 @@ if TYPE_CHECKING:
 
         def on_validation_model_zero_grad(self, trainer: TrainerLike, module: Any) -> None:
             """Called inside ``fit`` before each validation run that follows training batches (not the sanity
-            check), when no accumulation window is open, before ``on_validation_model_eval``.
-            Lightning's module zeroes its gradients here to free their memory; ember's loop leaves
-            them to the next ``zero_grad``.
+            check), when no accumulation window is open, before ``on_validation_model_eval``. The
+            module's gradients are dropped here (``module.zero_grad()``) to free their memory while
+            validation runs, as in Lightning: ``ember.Module``'s default, done by the loop where no
+            implementation is registered; an override replaces it.
             """
             return None
 

@@ -103,9 +103,11 @@ def lightning_trainer() -> type:
     loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, the few-workers check counts CPUs
     through ``lightning.fabric.utilities.data._num_cpus_available`` and device selection counts GPUs through
     ``lightning.fabric.accelerators.cuda.num_cuda_devices`` (and ``.mps``'s), as the Lightning code the script was
-    written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    written for expects, and Trainers have ``_data_connector`` (:mod:`ember.lightning.data_connector`).
+    ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
+    from ember.lightning import data_connector
     from ember.lightning.fabric.accelerators import route_device_counts
     from ember.lightning.fabric.utilities.data import route_cpu_count
 
@@ -114,4 +116,5 @@ def lightning_trainer() -> type:
             options.substitute(identity, factory)
     route_cpu_count()
     route_device_counts()
+    data_connector.install(Trainer)
     return Trainer

@@ -27,6 +27,8 @@ class DataModule(HyperparametersMixin):
 
     #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
     trainer: Any = None
+    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
+    prepare_data_per_node: bool = True
     #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's keys).
     CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
     CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
@@ -35,13 +37,35 @@ class DataModule(HyperparametersMixin):
     def __init__(self) -> None:
         super().__init__()
 
-    def __getattr__(self, name: str) -> Any:
-        # A dataloader method the DataModule lacks: hasattr() answers False (an AttributeError), and calling it
-        # says what is missing (a ConfigurationError, Lightning's MisconfigurationException)
-        if name in _LOADER_METHODS:
-            raise MissingDataloaderError(f"`{name}` must be implemented in {type(self).__name__} (or its dataset "
-                                         f"given to from_datasets) before the DataModule can be asked for it.")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    # -- the data: placeholders until a subclass (or from_datasets) defines them (a placeholder counts as absent
+    # to the Trainer, see ember.core.hooks.positional.defines); calling one says what is missing
+    @base_hook
+    def train_dataloader(self) -> Any:
+        """The training data."""
+        raise _missing(self, "train_dataloader")
+
+    @base_hook
+    def val_dataloader(self) -> Any:
+        """The validation data (a loader or a list of them)."""
+        raise _missing(self, "val_dataloader")
+
+    @base_hook
+    def test_dataloader(self) -> Any:
+        """The test data (a loader or a list of them)."""
+        raise _missing(self, "test_dataloader")
+
+    @base_hook
+    def predict_dataloader(self) -> Any:
+        """The data to predict on (a loader or a list of them)."""
+        raise _missing(self, "predict_dataloader")
+
+    @base_hook
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move a batch to the device (override to change how; then the module's is not called, as in
+        Lightning): every tensor in nested containers."""
+        from ember.core.hooks.defaults import move_to_device
+
+        return move_to_device(batch, device)
 
     @classmethod
     def from_datasets(cls, train_dataset: Any = None, val_dataset: Any = None, test_dataset: Any = None,
@@ -106,11 +130,15 @@ class DataModule(HyperparametersMixin):
         return os.linesep.join(lines)
 
 
-_LOADER_METHODS = frozenset({"train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader"})
 
 
 class MissingDataloaderError(ConfigurationError, AttributeError):
     """A DataModule was asked for a dataloader method it does not define."""
+
+
+def _missing(datamodule: Any, name: str) -> MissingDataloaderError:
+    return MissingDataloaderError(f"`{name}` must be implemented in {type(datamodule).__name__} (or its dataset given "
+                                  "to from_datasets) before the DataModule can be asked for it.")
 
 
 def _loaders_of(datasets: Any, shuffle: bool, batch_size: int, num_workers: int) -> Callable[[], Any]:

@@ -39,6 +39,8 @@ class Module(HyperparametersMixin, torch.nn.Module):
     #: An example input (Lightning's name): used by ``to_onnx``/``to_torchscript``/``export`` when no sample is
     #: given. None until set.
     example_input_array: Any = None
+    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
+    prepare_data_per_node: bool = True
     #: Properties TorchScript leaves out when it scripts the module (they are about training).
     __jit_unused_properties__: list[str] = ["trainer", "device", "dtype", "current_epoch", "global_step",
                                             "global_rank", "local_rank", "hparams", "hparams_initial", "logger",
@@ -260,6 +262,56 @@ class Module(HyperparametersMixin, torch.nn.Module):
         finally:
             self.untoggle_optimizer(optimizer)
 
+    # -- what the Trainer looks for: placeholders until a subclass defines them --------------------------
+    # (as on LightningModule, so that code wrapping the class's methods finds them; a placeholder counts as
+    # absent: ember.core.hooks.positional.defines)
+    @base_hook
+    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One training batch: return the loss (a tensor, a dict with ``"loss"``, or None to skip the batch).
+        Required by ``trainer.fit``."""
+        warn_user(f"{type(self).__name__}.training_step() is not defined: define it to train the module.")
+
+    @base_hook
+    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One validation batch (log with ``self.log``). Without it a fit does not validate."""
+
+    @base_hook
+    def test_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One test batch (log with ``self.log``). Required by ``trainer.test``."""
+
+    @base_hook
+    def configure_optimizers(self) -> Any:
+        """The optimizers (and schedulers) of a fit: every return shape Lightning accepts. Required by
+        ``trainer.fit``."""
+        warn_user(f"{type(self).__name__}.configure_optimizers() is not defined: define it to train the module.")
+
+    @base_hook
+    def train_dataloader(self) -> Any:
+        """The training data, when ``fit`` is given none and there is no DataModule."""
+        raise _missing_loader(self, "train_dataloader")
+
+    @base_hook
+    def val_dataloader(self) -> Any:
+        """The validation data (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "val_dataloader")
+
+    @base_hook
+    def test_dataloader(self) -> Any:
+        """The test data (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "test_dataloader")
+
+    @base_hook
+    def predict_dataloader(self) -> Any:
+        """The data to predict on (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "predict_dataloader")
+
+    @base_hook
+    def on_validation_model_zero_grad(self) -> None:
+        """Before each validation inside a fit (outside an accumulation window): the gradients are dropped, so that
+        their memory is free while validation runs (the next step computes them anew), as in Lightning. Where no
+        override is defined the loop does this without calling the hook."""
+        self.zero_grad()
+
     # -- overridable steps (Lightning's defaults; an override is called by the loop) ---------------------
     @base_hook
     def predict_step(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
@@ -359,5 +411,14 @@ class Module(HyperparametersMixin, torch.nn.Module):
         return state
 
 
+def _missing_loader(obj: Any, name: str) -> Exception:
+    from ember.core.api.datamodule import MissingDataloaderError
+
+    return MissingDataloaderError(f"`{name}` must be implemented in {type(obj).__name__} before the Trainer can ask "
+                                  f"it for data: define {name}(), or pass the loaders to the Trainer's method.")
+
+
 setattr(Module, STYLE_ATTR, "module")
-add_base_hooks(Module, sorted((EVENT_HOOKS | NOT_CALLED) - {"on_exception"}))
+#: Events of callbacks only (LightningModule has no such method): a module may still define them.
+_CALLBACK_ONLY = {"on_exception", "on_sanity_check_start", "on_sanity_check_end", "on_predict_model_train"}
+add_base_hooks(Module, sorted((EVENT_HOOKS | NOT_CALLED) - _CALLBACK_ONLY))

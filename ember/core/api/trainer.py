@@ -414,9 +414,7 @@ class Trainer(TrainerProperties):
         order: list[tuple[str, Any, dict]] = [(Defaults.identity, Defaults(), {})]
         for role in SELECTED_ROLES:
             order.append((self.role_identities[role], self.role_plugins[role], {}))
-        if datamodule is not None:
-            order.append(("datamodule", datamodule, {"datamodule": True}))
-        order.append(("module", model, {}))
+        order.extend(module_overrides.data_plugins(model, datamodule))  # which of them transfers batches
         order.extend(module_overrides.role_answers(self, model))  # its transfer_batch_to_device, backward, ...
         order.extend((ident, p, {}) for ident, p in reversed(self.autoload_plugins))
         order.extend((ident, p, {}) for ident, p in reversed(self.extra_plugins))

@@ -20,6 +20,7 @@ import torch
 from ember.core.api.role_plugins import RolesView
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
+from ember.core.hooks.positional import defines
 from ember.core.loop.results import to_floats
 
 if TYPE_CHECKING:
@@ -185,21 +186,16 @@ class TrainerProperties:
         value = getattr(cfg, f"limit_{stage}_batches")
         return 1.0 if value is None else value
 
-    @property
-    def limit_train_batches(self) -> int | float:
-        return self._limit("train")
+    def _set_limit(self, stage: str, value: int | float) -> None:
+        changed: dict[str, Any] = {f"limit_{stage}_batches": value}
+        self.config = attrs.evolve(self.config, **changed)  # checked as the argument is
 
-    @property
-    def limit_val_batches(self) -> int | float:
-        return self._limit("val")
-
-    @property
-    def limit_test_batches(self) -> int | float:
-        return self._limit("test")
-
-    @property
-    def limit_predict_batches(self) -> int | float:
-        return self._limit("predict")
+    # settable between runs, as Lightning's attributes are (the next run reads the value)
+    limit_train_batches = property(lambda self: self._limit("train"), lambda self, v: self._set_limit("train", v))
+    limit_val_batches = property(lambda self: self._limit("val"), lambda self, v: self._set_limit("val", v))
+    limit_test_batches = property(lambda self: self._limit("test"), lambda self, v: self._set_limit("test", v))
+    limit_predict_batches = property(lambda self: self._limit("predict"),
+                                     lambda self, v: self._set_limit("predict", v))
 
     @property
     def overfit_batches(self) -> int | float:
@@ -423,7 +419,7 @@ class TrainerProperties:
     def enable_validation(self) -> bool:
         """A fit would validate: the module has ``validation_step`` and ``limit_val_batches`` is not 0."""
         module = self.module
-        return module is not None and callable(getattr(module, "validation_step", None)) and \
+        return module is not None and defines(module, "validation_step") and \
             self.config.limit_val_batches != 0
 
     @property

@@ -16,6 +16,7 @@ import torch
 
 from ember.core.errors import StepSignatureError
 from ember.core.hooks.plugin_manager import noop_fallback
+from ember.core.hooks.positional import defines
 from ember.hookspecs import hookimpl
 
 IDENTITY = "core.defaults"
@@ -67,19 +68,31 @@ def _arity(module: Any, name: str) -> int:
 _idx_fits: set[tuple[type, str, bool]] = set()
 
 
+#: The module's batch hooks of each evaluation stage, whose last argument is the dataloader index.
+_BATCH_HOOKS = {stage: (f"on_{hook}_batch_start", f"on_{hook}_batch_end")
+                for stage, hook in (("validate", "validation"), ("test", "test"), ("predict", "predict"))}
+
+
 def check_dataloader_idx(module: Any, stage: str, num_loaders: int) -> None:
-    """Before an evaluation or predict run (not per batch): refuse a ``*_step`` that requires ``dataloader_idx``
-    when the run has one loader (there is no index to pass, as in Lightning), or that cannot take it when it has
-    several (its batches could not be told apart)."""
-    name = STEP_METHODS[stage]
-    key = (type(module), name, num_loaders > 1)
-    if key in _idx_fits or not callable(getattr(module, name, None)):
-        return
-    try:
-        params = _step_parameters(module, name)
-    except (TypeError, ValueError):
-        return
-    where = f"`{type(module).__name__}.{name}()`"
+    """Before an evaluation or predict run (not per batch): refuse a ``*_step`` or a batch hook of the module
+    (``on_validation_batch_start``, ...) that requires ``dataloader_idx`` when the run has one loader (there is no
+    index to pass, as in Lightning), or that cannot take it when it has several (its batches could not be told
+    apart)."""
+    step = STEP_METHODS[stage]
+    for name in (step, *_BATCH_HOOKS[stage]):
+        key = (type(module), name, num_loaders > 1)
+        if key in _idx_fits or not (callable(getattr(module, name, None)) if name == step else defines(module, name)):
+            continue
+        try:
+            params = _step_parameters(module, name)
+        except (TypeError, ValueError):
+            continue
+        _check_index_parameter(params, f"`{type(module).__name__}.{name}()`", stage, num_loaders)
+        if name not in getattr(module, "__dict__", ()):
+            _idx_fits.add(key)
+
+
+def _check_index_parameter(params: Mapping[str, inspect.Parameter], where: str, stage: str, num_loaders: int) -> None:
     idx = params.get("dataloader_idx")
     if num_loaders <= 1 and idx is not None and idx.default is inspect.Parameter.empty \
             and idx.kind is not inspect.Parameter.KEYWORD_ONLY:
@@ -92,8 +105,6 @@ def check_dataloader_idx(module: Any, stage: str, num_loaders: int) -> None:
         raise StepSignatureError(
             f"trainer.{stage}() runs {num_loaders} dataloaders, but there is no `dataloader_idx` argument in "
             f"{where}, so it could not tell their batches apart. Add `dataloader_idx=0` to its signature.")
-    if name not in getattr(module, "__dict__", ()):
-        _idx_fits.add(key)
 
 
 def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:
@@ -116,8 +127,8 @@ def _step_parameters(module: Any, name: str) -> Mapping[str, inspect.Parameter]:
 
 def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_idx: int, trainer: Any = None) -> Any:
     """Call the module's ``*_step`` for ``stage`` with the arguments it takes (``batch``, ``batch_idx``,
-    ``dataloader_idx``). A step with room for a third position (``*args``) gets the dataloader index there when
-    the stage has several loaders, as Lightning passes it."""
+    ``dataloader_idx``). An evaluation step gets the dataloader index only when the stage has several loaders, as
+    Lightning passes it: by keyword to a ``dataloader_idx`` parameter, else in the third position (``*args``)."""
     name = STEP_METHODS[stage]
     method = getattr(module, name)
     key = (type(module), name)
@@ -128,11 +139,12 @@ def call_step(module: Any, stage: str, batch: Any, batch_idx: int, dataloader_id
         arity = _step_arity[key] = _arity(module, name)
     if arity == 1:
         return method(batch, batch_idx)
-    if arity == 2:
+    if arity == 2 and (stage == "train" or trainer is None):
         return method(batch, batch_idx, dataloader_idx=dataloader_idx)
-    if arity == 3:
+    if arity >= 2:  # an evaluation step gets the index only while several loaders run (its default otherwise)
         if stage != "train" and trainer is not None and trainer.loop.log_context.num_dataloaders > 1:
-            return method(batch, batch_idx, dataloader_idx)
+            return method(batch, batch_idx, dataloader_idx=dataloader_idx) if arity == 2 else \
+                method(batch, batch_idx, dataloader_idx)
         return method(batch, batch_idx)
     return method(batch)
 

@@ -30,7 +30,14 @@ from ember.core.hooks.class_hooks import (
 )
 from ember.core.hooks.discovery import switch_off_hint
 from ember.core.hooks.dispatch import NOOP_MARK, HookTable, Monitor, compile_call, noop_fallback
-from ember.core.hooks.positional import is_base_hook, positional_argnames, same_call, spec_named, style_of
+from ember.core.hooks.positional import (
+    index_when_several,
+    is_base_hook,
+    positional_argnames,
+    same_call,
+    spec_named,
+    style_of,
+)
 from ember.hookspecs import PROJECT, spec_modules
 
 log = logging.getLogger("ember")
@@ -215,6 +222,7 @@ class PluginManager(pluggy.PluginManager):
                               "`ember hooks` lists every hook and its arguments.") from None
         if argnames is None:
             return opts
+        function, argnames = index_when_several(function, argnames, name)
         named = spec_named(function, argnames, name)
         if named is None or not isinstance(getattr(plugin, "__dict__", None), dict):
             raise PluginError(f"{type(plugin).__name__}.{name} takes its arguments by position, which needs a "
@@ -226,8 +234,9 @@ class PluginManager(pluggy.PluginManager):
         return opts
 
     def register(self, plugin: Any, name: str | None = None, *, origin: str | None = None,
-                 datamodule: bool = False) -> str | None:
-        """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors."""
+                 datamodule: bool = False, without: frozenset[str] = frozenset()) -> str | None:
+        """Register ``plugin`` under its identity ``name``; ``origin`` names where it came from in errors. The
+        event hooks named in ``without`` are left out (another plugin answers them for this run)."""
         label = name or type(plugin).__name__
         cls = type(plugin).__name__  # names a user's object (the module) whose identity does not say what it is
         where = f"plugin {label!r}" + (f" (from {origin})" if origin else f" ({cls})" if cls not in label else "")
@@ -237,7 +246,7 @@ class PluginManager(pluggy.PluginManager):
             self._datamodules.add(id(plugin))
         self._style = style_of(plugin, name)
         self._placed = []
-        self._answered = set()
+        self._answered = set(without)
         try:
             try:
                 scan = self._start_parsing(plugin)

@@ -43,6 +43,23 @@ def is_base_hook(attr: Any) -> bool:
     return getattr(getattr(attr, "__func__", attr), BASE_HOOK_MARK, False) is True
 
 
+def defines(obj: Any, name: str) -> bool:
+    """Whether ``obj`` has a ``name`` of its own to call: a callable that is not a base class's placeholder
+    (:func:`base_hook`). A wrapper set on the instance counts as what it wraps (``functools.wraps``/
+    ``update_wrapper``, ``functools.partial``, ``Mock(wraps=...)``; a bare ``Mock`` wraps nothing), as Lightning
+    decides whether a hook is overridden. Read while a run sets up, never per batch."""
+    attr = getattr(obj, name, None)
+    if not callable(attr):
+        return False
+    attr = getattr(attr, "__wrapped__", attr)
+    own = getattr(attr, "__dict__", None)
+    if isinstance(own, dict) and "_mock_wraps" in own:  # a unittest.mock object (not imported here: it is slow)
+        attr = own["_mock_wraps"]
+    elif isinstance(attr, functools.partial):
+        attr = attr.func
+    return attr is not None and not is_base_hook(attr)
+
+
 def style_of(plugin: Any, name: str | None) -> str | None:
     """"callback", "module" or None (arguments by name) for a plugin registered under ``name``."""
     style = getattr(type(plugin), STYLE_ATTR, None)
@@ -77,6 +94,38 @@ def positional_argnames(function: Callable[..., Any], spec_argnames: Sequence[st
         raise TypeError(f"{where}({', '.join(names)}) takes {len(required)} positional arguments, but the hook passes "
                         f"{len(passed)}: ({shown}).")
     return tuple(passed[:len(names)])
+
+
+#: Batch hooks of the evaluation stages, whose last argument is the dataloader index.
+_INDEX_LAST = frozenset(f"on_{stage}_batch_{end}" for stage in ("validation", "test", "predict")
+                        for end in ("start", "end"))
+
+
+class _IndexWhenSeveral:
+    """A hook taking its arguments by position is called as Lightning calls it: the dataloader index is passed
+    only while the stage runs several loaders (a method that names the parameter ``dataloader_idx`` gets it
+    always, as its default would give it). The trainer says how many loaders run; it is passed on only where the
+    method takes it."""
+
+    __slots__ = ("target", "with_trainer")
+
+    def __init__(self, target: Callable[..., Any], with_trainer: bool) -> None:
+        self.target, self.with_trainer = target, with_trainer
+
+    def __call__(self, trainer: Any, *args: Any) -> Any:
+        if trainer.loop.log_context.num_dataloaders <= 1:
+            args = args[:-1]
+        return self.target(trainer, *args) if self.with_trainer else self.target(*args)
+
+
+def index_when_several(function: Callable[..., Any], argnames: tuple[str, ...],
+                       hook: str) -> tuple[Callable[..., Any], tuple[str, ...]]:
+    """``function``, matched by position to ``argnames``, and the spec names to pass it: adapted by
+    :class:`_IndexWhenSeveral` where ``hook`` is an evaluation batch hook whose index ``function`` takes."""
+    if hook not in _INDEX_LAST or not argnames or argnames[-1] != "dataloader_idx":
+        return function, argnames
+    with_trainer = argnames[0] == "trainer"
+    return _IndexWhenSeveral(function, with_trainer), argnames if with_trainer else ("trainer", *argnames)
 
 
 @functools.cache

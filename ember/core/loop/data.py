@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core.errors import ConfigurationError, PossibleUserWarning, warn_user
+from ember.core.hooks.positional import defines
 from ember.core.loop import seed
 from ember.core.loop.combined import Together, flatten, is_leaf
 
@@ -35,9 +36,8 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     batches, the shorter loaders starting again until the longest ends (as in Lightning)."""
     if given is None:
         for source in (trainer.datamodule, trainer.module):
-            method = getattr(source, LOADER_METHODS[stage], None) if source is not None else None
-            if callable(method):
-                given = method()
+            if source is not None and defines(source, LOADER_METHODS[stage]):
+                given = getattr(source, LOADER_METHODS[stage])()
                 break
     if given is None:
         return []
@@ -64,14 +64,15 @@ def _prepared(trainer: TrainerLike, stage: str, loader: Any) -> Any:
                       "from it). Check the data, or pass no loader for this stage if that was the intention.")
     if trainer.config.overfit_batches and stage in ("train", "validate"):
         loader = sequential(loader, stage)
-    processed = trainer.hook.process_dataloader(trainer=trainer, dataloader=loader, stage=stage)
+    process = trainer.hook.process_dataloader  # None outside a run (loaders read through the loop views)
+    processed = process(trainer=trainer, dataloader=loader, stage=stage) if process is not None else None
     return seed.seed_workers(loader if processed is None else processed, trainer.global_rank, trainer)
 
 
 def has_source(trainer: TrainerLike, stage: str, given: Any) -> bool:
     """Whether ``stage`` has data, without asking for it: loaders were given, or the DataModule or the module
     defines the stage's ``*_dataloader()`` method."""
-    return given is not None or any(callable(getattr(source, LOADER_METHODS[stage], None))
+    return given is not None or any(defines(source, LOADER_METHODS[stage])
                                     for source in (trainer.datamodule, trainer.module) if source is not None)
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ember.core.errors import ConfigurationError
+from ember.core.loop.data import LIMIT_ARG, num_batches, reported_counts, stage_loaders
 from ember.core.loop.state import PROCESSED, READY, STARTED
 
 if TYPE_CHECKING:
@@ -123,15 +124,37 @@ class EvaluationLoopView:
 
     def setup_data(self) -> None:
         """Read the loop's loaders now, where ember would read them later in the running fit (the fit's validation
-        loaders); ``validate``/``test``/``predict`` read theirs as they start."""
+        loaders); ``validate``/``test``/``predict`` read theirs as they start. Outside a run, the loaders attached
+        by hand (Lightning's ``trainer._data_connector``), else the DataModule's or the module's, as the run would
+        read them (without a distributed sampler: no strategy is set up then); none where the limit is 0."""
         loops = self._loops
-        if self._stage == "fit" and loops.t.state.fn == "fit" and loops.fit_loaders:
+        if self._stage != "fit" and loops.t.state.status != "running" and _has_data(loops):
+            _read_outside_run(loops, self._stage)
+        elif self._stage == "fit" and loops.t.state.fn == "fit" and loops.fit_loaders:
             loops.training.load_val_data_if_due()
-        elif loops.t.state.fn != self._stage:
+        elif loops.t.state.fn != self._stage or loops.t.state.status != "running":
             name = "fit_loop.epoch_loop.val_loop" if self._stage == "fit" else f"{self._stage}_loop"
             raise ConfigurationError(f"{name}.setup_data() reads the loaders of a running trainer.{self._stage}(): "
                                      "ember reads them when the run starts, so call it from a hook of that run, or "
-                                     "read trainer.num_*_batches after it.")
+                                     "read trainer.num_*_batches after it (outside a run, it reads the loaders "
+                                     "attached with Lightning's trainer._data_connector).")
+
+
+_NUM_BATCHES = {"validate": "num_val_batches", "test": "num_test_batches", "predict": "num_predict_batches"}
+
+
+def _has_data(loops: LoopsLike) -> bool:
+    """Outside a run: a module, a DataModule or loaders are attached, to read loaders from."""
+    t = loops.t
+    return t.module is not None or t.datamodule is not None or any(v is not None for v in loops.attached.values())
+
+
+def _read_outside_run(loops: LoopsLike, stage: str) -> None:
+    t = loops.t
+    loaders = [] if getattr(t, LIMIT_ARG[stage]) == 0 else stage_loaders(t, stage, loops.attached.get(stage))
+    loops.eval_loaders[stage] = loaders
+    nums = [num_batches(t.config, stage, dl) for dl in loaders]
+    setattr(t, _NUM_BATCHES[stage], reported_counts(t.config, stage, loaders, nums))
 
 
 class EpochLoopView:
@@ -291,13 +314,23 @@ class FitLoopView:
         return self.epoch_loop.accumulating()
 
     def setup_data(self) -> None:
-        """Read the fit's training loader now (ember reads it when training starts)."""
+        """Read the fit's training loader now (ember reads it when training starts). Outside a run, the loader
+        attached by hand (Lightning's ``trainer._data_connector``), else the DataModule's or the module's; none
+        where ``limit_train_batches`` is 0."""
         loops = self._loops
-        if loops.t.state.fn != "fit" or not loops.fit_loaders:
+        if loops.t.state.status != "running" and _has_data(loops):
+            loops.fit_loaders = {"train": loops.attached.get("train"), "validate": loops.attached.get("validate")}
+            if getattr(loops.t, LIMIT_ARG["train"]) == 0:
+                loops.training.given_train_loader = loops.training.train_loader = None
+                loops.t.num_training_batches = 0
+            else:
+                loops.load_train_data()
+        elif loops.t.state.fn != "fit" or not loops.fit_loaders or loops.t.state.status != "running":
             raise ConfigurationError("fit_loop.setup_data() reads the training loader of a running trainer.fit(): "
                                      "ember reads it as training starts, so call it from a hook of the fit, or read "
-                                     "trainer.num_training_batches after it.")
-        if loops.training.train_loader is None:
+                                     "trainer.num_training_batches after it (outside a run, it reads the loader "
+                                     "attached with Lightning's trainer._data_connector).")
+        elif loops.training.train_loader is None:
             loops.load_train_data()
 
 

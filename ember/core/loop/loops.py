@@ -33,6 +33,7 @@ from ember.core.errors import (
     PossibleUserWarning,
     warn_user,
 )
+from ember.core.hooks.positional import defines, same_call
 from ember.core.loop import seed
 from ember.core.loop.combined import Together
 from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batches, reported_counts, stage_loaders
@@ -78,6 +79,8 @@ class Loops:
         self.fit_loaders: dict[str, Any] = {}
         #: The loaders of the last validate/test/predict run, by stage.
         self.eval_loaders: dict[str, list[Any]] = {}
+        #: Loaders attached outside a run, by stage (Lightning's data connector), for the loop views' setup_data.
+        self.attached: dict[str, Any] = {}
 
     # -- checkpoints -----------------------------------------------------------------------------------------
     def state_dict(self, batch_idx: int | None = None) -> dict[str, Any]:
@@ -177,8 +180,11 @@ class Loops:
         t.root_device = h.root_device(trainer=t)
         if h.setup_device is not None:
             h.setup_device(trainer=t, device=t.root_device)
-        if h.prepare_data is not None and t.local_rank == 0:
-            h.prepare_data(trainer=t)
+        if h.prepare_data is not None and t.local_rank == 0:  # on every node, or the first where asked
+            if t.node_rank == 0:
+                h.prepare_data(trainer=t)
+            else:
+                h.call_each("prepare_data", _per_node_only, trainer=t)
         if t.world_size > 1:
             h.barrier(trainer=t, name="prepare_data")
         return None
@@ -228,7 +234,7 @@ class Loops:
             h.log_hyperparams(trainer=t, params=self.hyperparameters())
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        if resume is None:  # (a fit resumed inside an accumulation window carries its restored gradients)
+        if resume is None or resume.phase != "batch":  # (resumed mid-epoch: the window's restored gradients stay)
             module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
@@ -276,7 +282,7 @@ class Loops:
                                      "train_dataloader() on the module, or pass a datamodule.")
         self.fit_loaders = loaders
         validates = has_source(t, "validate", loaders["validate"])
-        if validates and not callable(getattr(t.module, "validation_step", None)):
+        if validates and not defines(t.module, "validation_step"):
             warnings.warn("trainer.fit() got validation data, but the module has no validation_step: the "
                           "validation loop is skipped. Define validation_step, or pass no validation data.",
                           UserWarning, stacklevel=5)
@@ -453,6 +459,18 @@ class Loops:
         if not return_predictions:
             return None
         return predictions[0] if len(loaders) == 1 else predictions
+
+
+def _per_node_only(impl: Any) -> Any:
+    """``impl`` of ``prepare_data``, skipped where its plugin asks to prepare on the first node only
+    (``prepare_data_per_node = False``, as LightningModule and LightningDataModule take it)."""
+    if impl.wrapper or impl.hookwrapper or getattr(impl.plugin, "prepare_data_per_node", True) is not False:
+        return impl
+    return same_call(impl, _nothing)
+
+
+def _nothing(*args: Any) -> None:
+    return None
 
 
 def _same_value(a: Any, b: Any) -> bool:

@@ -32,7 +32,7 @@ import torch
 
 from ember.core.errors import ConfigurationError
 from ember.core.hooks.plugin_manager import EmberWarning
-from ember.core.hooks.positional import STYLE_ATTR, is_base_hook
+from ember.core.hooks.positional import STYLE_ATTR, defines, is_base_hook
 from ember.hookspecs import hookimpl
 
 #: The overridable methods the loop calls itself.
@@ -90,6 +90,32 @@ def overrides_of(module: Any) -> Overrides:
     return found if any(getattr(found, n) is not None for n in LOOP_METHODS) else NONE
 
 
+# -- the module and the DataModule as plugins ----------------------------------------------------------------
+#: Hooks both may define, of which a run calls one: the DataModule's where its class defines it.
+SHARED_DATA_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
+
+
+def data_plugins(module: Any, datamodule: Any) -> list[tuple[str, Any, dict]]:
+    """The DataModule and the module as ``register_run_plugins`` entries. Of the batch-transfer hooks, each is
+    taken from the DataModule where it defines it (the module's is then not called, with a warning where the module
+    defines it too), else from the module, as Lightning chooses; the DataModule's placeholders are never called."""
+    if datamodule is None:
+        return [("module", module, {})]
+    owned = frozenset(name for name in SHARED_DATA_HOOKS if defines(datamodule, name))
+    for name in sorted(owned):
+        if defines(module, name):
+            warnings.warn(f"{name} is defined by both {type(module).__name__} and {type(datamodule).__name__}: "
+                          "the DataModule's is called and the module's is not. Keep one of the two.",
+                          EmberWarning, stacklevel=5)
+    return [("datamodule", datamodule, {"datamodule": True, "without": frozenset(SHARED_DATA_HOOKS) - owned}),
+            ("module", module, {"without": owned})]
+
+
+def drop_gradients(trainer: Any, module: Any) -> None:
+    """What ``on_validation_model_zero_grad`` does where nothing implements it (``ember.Module``'s default)."""
+    module.zero_grad()
+
+
 # -- role hooks answered by the module ---------------------------------------------------------------------
 def role_answers(trainer: Any, module: Any) -> list[tuple[str, Any, dict]]:
     """The plugin answering ``zero_grad``/``batch_to_device``/``backward`` with the module's overrides, as
@@ -100,7 +126,7 @@ def role_answers(trainer: Any, module: Any) -> list[tuple[str, Any, dict]]:
     answers = types.SimpleNamespace(identity="module.overrides")
     transfer, zero_grad, backward = found.transfer_batch_to_device, found.optimizer_zero_grad, found.backward
     datamodule = getattr(trainer, "datamodule", None)
-    if datamodule is not None and overridden(datamodule, "transfer_batch_to_device") is not None:
+    if datamodule is not None and defines(datamodule, "transfer_batch_to_device"):
         transfer = datamodule.transfer_batch_to_device  # the DataModule's wins, as in Lightning
     if transfer is not None:
         def batch_to_device(batch: Any, device: torch.device, dataloader_idx: int) -> Any:

@@ -31,6 +31,8 @@ class LoopsLike(Protocol):
     #: The training loop (``ember.core.loop.training.TrainingLoop``) and the loaders given to the running fit.
     training: Any
     fit_loaders: dict[str, Any]
+    eval_loaders: dict[str, list[Any]]
+    attached: dict[str, Any]
     val_results: Results
     test_results: Results
 

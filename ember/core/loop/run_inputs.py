@@ -7,6 +7,7 @@ from typing import Any
 import torch
 
 from ember.core.errors import ConfigurationError, warn_user
+from ember.core.hooks.positional import defines
 
 
 class ModelError(ConfigurationError, TypeError):
@@ -62,11 +63,11 @@ def check_module(fn: str, model: Any) -> None:
             f"trainer.{fn}() got torch.compile({type(inner).__name__}), a wrapper whose {needed}() would run "
             f"the module uncompiled. Compile the module in place instead: model.compile() (or compile a "
             f"submodule, self.net = torch.compile(self.net)), and pass the module itself.")
-    if not callable(getattr(model, needed, None)):
+    if not (callable(getattr(model, needed, None)) if fn == "predict" else defines(model, needed)):
         raise ModelError(f"{type(model).__name__} has no {needed}() method, which trainer.{fn}() needs. Define "
                          f"{needed}(self, batch, batch_idx): the model must be a `LightningModule` or a "
                          f"torch.nn.Module with {needed}(), got `{type(model).__name__}`.")
-    if fn == "fit" and not callable(getattr(model, "configure_optimizers", None)):
+    if fn == "fit" and not defines(model, "configure_optimizers"):
         raise ConfigurationError(f"{type(model).__name__} has no configure_optimizers() method, which "
                                  "trainer.fit() needs. Return an optimizer from it, e.g. "
                                  "torch.optim.AdamW(self.parameters(), lr=1e-3).")
@@ -74,6 +75,6 @@ def check_module(fn: str, model: Any) -> None:
 
 def looks_like_datamodule(obj: Any) -> bool:
     """``trainer.fit(model, dm)``: a DataModule passed where the dataloaders go."""
-    return any(callable(getattr(obj, n, None)) for n in
+    return any(defines(obj, n) for n in
                ("train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader")) and not \
         isinstance(obj, torch.utils.data.DataLoader)

@@ -380,12 +380,12 @@ class TrainingLoop:
             h.unscale_gradients(trainer=t, optimizer=optimizer)
         if h.on_before_optimizer_step is not None:
             h.on_before_optimizer_step(trainer=t, module=module, optimizer=optimizer)
-        clip_val = t.config.gradient_clip_val
-        if clip and self.overrides.configure_gradient_clipping is not None:
-            self.overrides.configure_gradient_clipping(optimizer, clip_val, t.config.gradient_clip_algorithm)
+        clip_val, algorithm = t.config.gradient_clip_val, t.config.gradient_clip_algorithm
+        if clip and (configure := self.overrides.configure_gradient_clipping) is not None:  # by keyword (Lightning)
+            configure(optimizer, gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm)
         elif clip and clip_val:
             h.clip_gradients(trainer=t, module=module, optimizer=optimizer, clip_val=clip_val,
-                             algorithm=t.config.gradient_clip_algorithm or "norm")
+                             algorithm=algorithm or "norm")
 
     def clip_gradients(self, optimizer: Any, clip_val: float, algorithm: str) -> Any:
         t = self.t
@@ -444,8 +444,8 @@ class TrainingLoop:
         loop, t = self.loop, self.t
         h = t.hook
         t.state.stage = "validate"
-        if h.on_validation_model_zero_grad is not None and not self._window_open():
-            h.on_validation_model_zero_grad(trainer=t, module=t.module)
+        if not self._window_open():  # with no implementation, the default (gradients dropped) without a call
+            (h.on_validation_model_zero_grad or module_overrides.drop_gradients)(trainer=t, module=t.module)
         self.load_val_data_if_due()
         if not self.val_loaders or not any(self.val_nums):
             t.state.stage = "train"

@@ -25,6 +25,7 @@ from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 from ember.cli_config import DataModule, Model, keep_unset, option_type, trainer_kwargs
 from ember.core.api.trainer import Trainer
 from ember.core.hooks.options import declared_options
+from ember.core.hooks.positional import defines
 from ember.core.loop.seed import seed_everything
 from ember.hookspecs import hookimpl
 from ember.lightning import Callback, LightningDataModule, LightningModule
@@ -377,7 +378,7 @@ class LightningCLI:
             scheduler_init = self._get(self.config_init, schedulers[0])
             if not isinstance(scheduler_class, tuple):
                 scheduler_init = _with_class_path(scheduler_class, scheduler_init)
-        if callable(getattr(self.model, "configure_optimizers", None)):
+        if defines(self.model, "configure_optimizers"):
             warnings.warn(f"`{type(self.model).__name__}.configure_optimizers` will be overridden by "
                           f"`{type(self).__name__}.configure_optimizers`.", stacklevel=2)
         optimizer = instantiate_class(self.model.parameters(), _as_dict(optimizer_init))

@@ -31,6 +31,7 @@ import torch
 from ember.core.errors import ConfigurationError
 from ember.core.hooks.defaults import STEP_METHODS
 from ember.core.hooks.plugin_manager import EmberWarning
+from ember.core.hooks.positional import defines
 from ember.hookspecs import hookimpl
 from ember.plugins.strategies import sharded_checkpoint
 from ember.plugins.strategies.distributed import ProcessGroupStrategy, accumulating, hold
@@ -210,7 +211,7 @@ class FSDPStrategy(ProcessGroupStrategy):
                     fully_shard(hold(sub), **options)
             fully_shard(hold(module), **options)
         for name in STEP_METHODS.values():
-            if callable(getattr(type(module), name, None)) and name not in module.__dict__:
+            if defines(type(module), name) and name not in module.__dict__:
                 register_fsdp_forward_method(module, name)
 
     # -- training --------------------------------------------------------------------------------------------
