@@ -34,6 +34,9 @@ OWN_PRIVATE = {
     "cli_plugins.py: info._failed": "`ember plugins` reports a plugin that fails to instantiate with the "
                                     "error the discovery record builds for a plugin that fails to load",
     "torchrun.py: hook._ember_rank": "marks the excepthook it installs, so it is installed once per process",
+    "__init__.py: mps._get_all_available_mps_gpus": "Lightning's own (private) function name, in ember's twin of "
+                                                    "lightning.fabric.accelerators.mps: tests written for Lightning "
+                                                    "patch it to fake an MPS device, so the count is read through it",
     "data_connector.py: trainer_class._data_connector": "Lightning's own (private) name on its Trainer, which code "
                                                         "written for Lightning calls; given to the Trainer class once "
                                                         "a script takes Lightning's Trainer",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import logging
 import multiprocessing
 import multiprocessing.connection
@@ -259,7 +260,8 @@ def unguarded_script_line() -> int | None:
     run the whole training a second time inside the writer process."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    frame: types.FrameType | None = sys._getframe(1)
+    here = inspect.currentframe()
+    frame: types.FrameType | None = here.f_back if here is not None else None
     while frame is not None and not (frame.f_code.co_name == "<module>" and frame.f_globals is vars(main)):
         frame = frame.f_back
     if path is None or frame is None:

@@ -63,7 +63,7 @@ def _is_optimizer(obj: Any) -> bool:
 _AUTOMATIC_ONLY = ("monitor", "strict", "reduce_on_plateau")
 
 
-def _manual_scheduler_config(obj: Any, where: str) -> SchedulerConfig:
+def manual_scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     """A scheduler under manual optimization: any object (the module steps it); keys that only drive the loop's
     own stepping are ignored with a warning."""
     if not isinstance(obj, dict):
@@ -79,7 +79,7 @@ def _manual_scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     return SchedulerConfig(**{k: v for k, v in obj.items() if k in ("scheduler", "interval", "frequency", "name")})
 
 
-def _scheduler_config(obj: Any, where: str) -> SchedulerConfig:
+def scheduler_config(obj: Any, where: str) -> SchedulerConfig:
     if isinstance(obj, dict):
         unknown = set(obj) - _SCHEDULER_KEYS
         if unknown:  # ignored with a warning, as Lightning does
@@ -116,7 +116,7 @@ def _unknown(where: str, returned: Any, close: str = "") -> ConfigurationError:
 def parse_optimizers(result: Any, automatic: bool = True) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
     """Split ``configure_optimizers()``'s answer into optimizers and scheduler configs, or explain why not.
     ``automatic=False`` (manual optimization): schedulers are the module's to step, so any object is accepted."""
-    optimizers, configs = _parse(result, _scheduler_config if automatic else _manual_scheduler_config)
+    optimizers, configs = read_answer(result, scheduler_config if automatic else manual_scheduler_config)
     for config in configs:
         attached = getattr(config.scheduler, "optimizer", None)
         if _is_optimizer(attached) and not any(attached is o for o in optimizers):
@@ -127,7 +127,9 @@ def parse_optimizers(result: Any, automatic: bool = True) -> tuple[list[torch.op
     return optimizers, configs
 
 
-def _parse(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+def read_answer(result: Any, read: Any) -> tuple[list[torch.optim.Optimizer], list[SchedulerConfig]]:
+    """``configure_optimizers()``'s answer as optimizers and schedulers, each scheduler (an object or a dict)
+    turned into its config by ``read(scheduler, where)``."""
     where = "configure_optimizers()"
     if result is None:
         return [], []

@@ -26,7 +26,7 @@ def do_nothing_closure() -> None:
 
 def _configure_optimizers(optim_conf: Any) -> tuple[list, list, str | None]:
     """The optimizers, the schedulers as given (objects or dicts) and the monitor of ``optim_conf``."""
-    optimizers, schedulers = optim._parse(optim_conf, lambda scheduler, where: scheduler)
+    optimizers, schedulers = optim.read_answer(optim_conf, lambda scheduler, where: scheduler)
     monitor = optim_conf.get("monitor") if isinstance(optim_conf, dict) else None
     return optimizers, schedulers, monitor
 
@@ -37,14 +37,14 @@ def _configure_schedulers_automatic_opt(schedulers: list, monitor: str | None) -
         if monitor is not None:
             scheduler = dict(scheduler if isinstance(scheduler, dict) else {"scheduler": scheduler})
             scheduler.setdefault("monitor", monitor)
-        return optim._scheduler_config(scheduler, _WHERE)
+        return optim.scheduler_config(scheduler, _WHERE)
 
     return [read(s) for s in schedulers]
 
 
 def _configure_schedulers_manual_opt(schedulers: list) -> list[optim.SchedulerConfig]:
     """Scheduler configs under manual optimization (the module steps them)."""
-    return [optim._manual_scheduler_config(s, _WHERE) for s in schedulers]
+    return [optim.manual_scheduler_config(s, _WHERE) for s in schedulers]
 
 
 def _validate_scheduler_api(lr_scheduler_configs: list[optim.SchedulerConfig], model: Any) -> None:
