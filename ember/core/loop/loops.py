@@ -69,6 +69,7 @@ class Loops:
         self.test_results = Results("test")
         self.training = TrainingLoop(self)
         self.evaluation = EvaluationLoop(self)
+        self.metrics.eval_counts = self.evaluation.counts
         #: Lightning's loop objects over this state (``trainer.fit_loop``, ...).
         self.views = LoopViews(self)
         #: What ``self.optimizers()`` returns under manual optimization.
