@@ -174,3 +174,47 @@ def test_a_logger_is_finalized_once_as_failed_after_an_exception(tmp_path, monke
     with pytest.raises(ValueError, match="stop here"):
         trainer.fit(Failing(), *tiny_loaders())
     assert statuses == ["failed"]
+
+
+def test_a_logger_object_that_answers_no_hook_is_used_as_lightning_uses_it(tmp_path) -> None:
+    """An object with Lightning's logger methods and no ember hook (a duck-typed logger) is given the rows, the
+    hyperparameters, the graph and its ``finalize`` as Lightning's Trainer gives them; ``trainer.logger`` is the
+    object itself."""
+    import ember.lightning.pytorch as pl
+    from ember.lightning.pytorch.demos.boring_classes import BoringModel
+
+    class Duck:
+        def __init__(self) -> None:
+            self.calls: list = []
+
+        def log_metrics(self, metrics, step=None):
+            self.calls.append(("log_metrics", step, sorted(metrics)))
+
+        def log_hyperparams(self, params):
+            self.calls.append(("log_hyperparams", dict(params)))
+
+        def log_graph(self, model):
+            self.calls.append(("log_graph", type(model).__name__))
+
+        def save(self):
+            self.calls.append(("save",))
+
+        def finalize(self, status):
+            self.calls.append(("finalize", status))
+
+    class Model(BoringModel):
+        def __init__(self, width: int = 4) -> None:
+            super().__init__()
+            self.save_hyperparameters()
+
+        def training_step(self, batch, batch_idx):
+            self.log("t", float(batch_idx))
+            return super().training_step(batch, batch_idx)
+
+    duck = Duck()
+    trainer = pl.Trainer(default_root_dir=tmp_path, max_steps=1, limit_val_batches=0, log_every_n_steps=1,
+                         logger=duck, enable_progress_bar=False, enable_checkpointing=False)
+    assert trainer.logger is duck and trainer.loggers == [duck] and duck not in trainer.callbacks
+    trainer.fit(Model())
+    assert duck.calls == [("log_hyperparams", {"width": 4}), ("log_graph", "Model"), ("save",),
+                          ("log_metrics", 0, ["epoch", "t"]), ("save",), ("finalize", "success")]
