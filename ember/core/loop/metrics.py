@@ -173,7 +173,8 @@ class MetricLog:
         """Lightning's axis: a value an evaluation batch logs per step joins that batch's row, which is written when
         the next batch logs one or the evaluation's epoch values are written."""
         t, results = self.trainer, self.context.results
-        if t.sanity_checking or results is None or results.stage == "train" or not self.eval_counts:
+        if t.hook.log_metrics is None or not t.is_global_zero or t.sanity_checking or results is None \
+                or results.stage == "train" or not self.eval_counts:  # no row to write
             return
         counts = self.eval_counts["fit" if t.state.fn == "fit" else results.stage]
         where = (results.stage, self.context.dataloader_idx, counts.batch_idx)
@@ -192,9 +193,8 @@ class MetricLog:
             return
         self._eval_row = {}
         t = self.trainer
-        if t.is_global_zero and t.hook.log_metrics is not None:
-            step = int(self._eval_seen.get(dl_idx, 0)) + batch_idx
-            t.hook.log_metrics(trainer=t, metrics=to_floats(row), step=step)
+        step = int(self._eval_seen.get(dl_idx, 0)) + batch_idx
+        t.hook.log_metrics(trainer=t, metrics=to_floats(row), step=step)
 
     def publish_epoch_value(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
         t = self.trainer
