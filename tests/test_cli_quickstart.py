@@ -53,8 +53,10 @@ def test_the_quickstart_commands_run_as_written(tmp_path: Path) -> None:
         assert "Traceback" not in result.stderr
         outputs.append(result.stdout)
 
-    fit_hparams = [yaml.safe_load(p.read_text()) for p in tmp_path.rglob("hparams.yaml")]
-    assert [(h["hidden"], h["lr"]) for h in fit_hparams] == [(256, 3e-4)]  # the flag's 3e-4 is a float
+    run_hparams = [yaml.safe_load(p.read_text()) for p in sorted(tmp_path.rglob("hparams.yaml"))]
+    # the fit's (the flag's 3e-4 is a float), then the validate run's, its module built from run.yaml (as in
+    # Lightning, each entry point hands the hyperparameters to its loggers)
+    assert [(h["hidden"], h["lr"]) for h in run_hparams] == [(256, 3e-4), (256, 1e-3)]
     printed = yaml.safe_load(outputs[1])
     assert printed["model"]["init_args"] == {"hidden": 256, "lr": 1e-3}
     assert printed["trainer"]["max_epochs"] == 5 and printed["data"]["class_path"] == "ember.demo.DigitsData"

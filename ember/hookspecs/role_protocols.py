@@ -271,7 +271,7 @@ if TYPE_CHECKING:
     class LogHyperparams(Protocol):
         """``log_hyperparams`` (role hook)."""
 
-        def log_hyperparams(self, trainer: TrainerLike, params: dict) -> None:
+        def log_hyperparams(self, trainer: TrainerLike, params: dict, saved: bool) -> None:
             """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's."""
             return None
 

@@ -84,6 +84,10 @@ def _lightning_model_checkpoint() -> Any:
     return importlib.import_module("ember.lightning.pytorch.callbacks.model_checkpoint").ModelCheckpoint()
 
 
+def _lightning_step_axis() -> str:
+    return "lightning"
+
+
 #: What a Trainer taken through Lightning's names switches on by default, by identity.
 LIGHTNING_DEFAULTS: dict[str, Callable[[], Any]] = {
     "progress.tqdm": _lightning_progress_bar,
@@ -91,6 +95,7 @@ LIGHTNING_DEFAULTS: dict[str, Callable[[], Any]] = {
     "logger.tensorboard": _lightning_tensorboard_logger,
     "logger.csv": _lightning_csv_logger,
     "logger.null": _lightning_dummy_logger,  # what stands in for the loggers under fast_dev_run
+    "logging.lightning-steps": _lightning_step_axis,  # the step the loggers are given (ember.core.loop.metrics)
 }
 
 
@@ -100,8 +105,9 @@ def lightning_trainer() -> type:
     Lightning's ``TQDMProgressBar`` (its bars in ``train_progress_bar``, ..., drawn on any output), the default
     checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), the
     default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, the
-    loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, the few-workers check counts CPUs
-    through ``lightning.fabric.utilities.data._num_cpus_available`` and device selection counts GPUs through
+    loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, the loggers are given Lightning's step
+    axis (:data:`ember.core.loop.metrics.LIGHTNING_STEPS`), the few-workers check counts CPUs through
+    ``lightning.fabric.utilities.data._num_cpus_available`` and device selection counts GPUs through
     ``lightning.fabric.accelerators.cuda.num_cuda_devices`` (and ``.mps``'s), as the Lightning code the script was
     written for expects, and Trainers have ``_data_connector`` (:mod:`ember.lightning.data_connector`).
     ``ember.Trainer`` reached by ember's own names changes nothing."""

@@ -64,10 +64,13 @@ IDENTITY = "logger.null"
 
 
 def for_run(fast_dev_run: bool | int, loggers: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The run's loggers: those it was given, or, under ``fast_dev_run``, one stand-in that records nothing in their
-    place (none when it was given none)."""
+    """The run's loggers: those it was given (an object that answers none of ember's hooks in a
+    :class:`~ember.core.api.logger_adapter.LoggerAdapter`), or, under ``fast_dev_run``, one stand-in that records
+    nothing in their place (none when it was given none)."""
     if not fast_dev_run or not loggers:
-        return loggers
+        from ember.core.api.logger_adapter import adapted
+
+        return adapted(loggers)
     from ember.core.hooks import options
 
     factory = options.substitute_for(IDENTITY) or NullLogger

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import torch
 
+from ember.core.api.logger_adapter import unwrapped
 from ember.core.api.role_plugins import RolesView
 from ember.core.checkpointing.checkpoint import is_checkpoint_callback
 from ember.core.errors import ConfigurationError
@@ -261,7 +262,8 @@ class TrainerProperties:
     @property
     def loggers(self) -> list[Any]:
         """The run's logger plugins, in the order given (empty without a logger)."""
-        return [p for ident, p in self.extra_plugins if ident.startswith("logger.") or getattr(p, "role", None) == "logger"]
+        return [unwrapped(p) for ident, p in self.extra_plugins
+                if ident.startswith("logger.") or getattr(p, "role", None) == "logger"]
 
     @property
     def logger(self) -> Any:
@@ -280,8 +282,8 @@ class TrainerProperties:
     @property
     def callbacks(self) -> list[Any]:
         """The plugins of this trainer other than role plugins and loggers (callbacks, progress bar, ...)."""
-        loggers = {id(p) for p in self.loggers}
-        return [p for _, p in self.extra_plugins if id(p) not in loggers]
+        return [p for ident, p in self.extra_plugins
+                if not (ident.startswith("logger.") or getattr(p, "role", None) == "logger")]
 
     @property
     def progress_bar_callback(self) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import itertools
-import operator
 import types
 from typing import Any
 
@@ -92,11 +91,18 @@ class ClassHooks:
 
     def current(self, cls: type) -> bool:
         try:
-            same = cls.__mro__ == self.mro and all(map(operator.eq, map(vars, self.mro), self.snapshot))
+            # by identity: a replaced attribute is a change even where it compares equal, and == is not asked of
+            # what a test put there (a mock records the comparison as a call)
+            same = cls.__mro__ == self.mro and all(map(_same_objects, map(vars, self.mro), self.snapshot))
         except Exception:  # a replaced class attribute whose == answers no bool (an array): read the class again
             return False
         return (same and not any(map(hasattr, self.unmarked, itertools.repeat(IMPL_MARK)))
                 and all(getattr(function, IMPL_MARK, None) is opts for function, opts in self.marked.values()))
+
+
+def _same_objects(now: Any, before: Any) -> bool:
+    """The class namespace ``now`` holds the very objects ``before`` held, under the same names."""
+    return now.keys() == before.keys() and all(value is before[name] for name, value in now.items())
 
 
 #: The classes read. Bounded (emptied when full) rather than weak: an entry's copy of its class's methods refers

@@ -71,6 +71,7 @@ class Loops:
         self.test_results = Results("test")
         self.training = TrainingLoop(self)
         self.evaluation = EvaluationLoop(self)
+        self.metrics.eval_counts = self.evaluation.counts
         #: Lightning's loop objects over this state (``trainer.fit_loop``, ...).
         self.views = LoopViews(self)
         #: What ``self.optimizers()`` returns under manual optimization.
@@ -122,6 +123,7 @@ class Loops:
         if fn == "fit":
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
                 return self.fit(loaders)
+        self.log_hyperparameters()  # at each entry point, as in Lightning
         t.module.zero_grad()  # as Lightning does before each stage (a fit's: after on_fit_start)
         if not t.config.fast_dev_batches and getattr(t.config, LIMIT_ARG[fn]) == 0:
             # limit_<stage>_batches=0 turns the stage off, as in Lightning: no loader asked for, no hook, no counts
@@ -230,8 +232,7 @@ class Loops:
         t = self.t
         h, module, ckpt = t.hook, t.module, t.checkpointing
         resume = self._prepare_fit(loaders)
-        if h.log_hyperparams is not None and t.is_global_zero and t.config.enable_autolog_hparams:
-            h.log_hyperparams(trainer=t, params=self.hyperparameters())
+        self.log_hyperparameters()
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
         if resume is None or resume.phase != "batch":  # (resumed mid-epoch: the window's restored gradients stay)
@@ -356,6 +357,13 @@ class Loops:
         finally:
             t.state.sanity_checking = False
             self.evaluation.counts["fit"].clear()  # the fit's validation counts start after the sanity check
+
+    def log_hyperparameters(self) -> None:
+        """Hand the hyperparameters to the loggers (``log_hyperparams``), on global rank 0."""
+        t = self.t
+        if t.hook.log_hyperparams is not None and t.is_global_zero and t.config.enable_autolog_hparams:
+            saved = any(getattr(source, "_log_hyperparams", None) is True for source in (t.module, t.datamodule))
+            t.hook.log_hyperparams(trainer=t, params=self.hyperparameters(), saved=saved)
 
     def hyperparameters(self) -> dict[str, Any]:
         """The module's ``hparams`` and the DataModule's, for the loggers."""

@@ -4,6 +4,14 @@
 :class:`~ember.core.loop.results.Results` (chosen by the loop's :class:`~ember.core.loop.state.LogContext`), publishes
 step values at once and epoch values when the loop ends an epoch, and hands both to the ``log_metrics`` hook
 at the points the loop chooses.
+
+The step a logger is given: on ember's axis, ``global_step`` (the optimizer steps taken, the one that just ran
+included). A Trainer taken through Lightning's names uses Lightning's axis instead (:data:`LIGHTNING_STEPS`): the
+batches that stepped before the one being written (optimizer steps under automatic optimization, batches under
+manual), so a fit's rows carry that count less one, ``validate()``/``test()`` the count itself, a value logged as
+``"step"`` replaces it, and an evaluation's per-step values are written after each of its batches at the batches
+its dataloader ran before (counted over the validations of one fit). Both are read from the loop's counters when
+a row is written: keeping either costs nothing per batch.
 """
 
 from __future__ import annotations
@@ -16,11 +24,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from ember.core.errors import ConfigurationError, warn_user
+from ember.core.hooks import options
 from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
 from ember.core.loop.state import LogContext, Progress
 
 if TYPE_CHECKING:
+    from ember.core.loop.state import EvalCounts
     from ember.hookspecs import TrainerLike
+
+#: The identity under which the Lightning layer switches a Trainer's loggers to Lightning's step axis: a Trainer
+#: built while :func:`ember.core.hooks.options.substitute` holds a factory for it that returns ``"lightning"``.
+LIGHTNING_STEPS = "logging.lightning-steps"
 
 
 class LogRefused(ConfigurationError, RuntimeError):
@@ -38,6 +52,16 @@ class MetricLog:
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, torch.Tensor] = {}
         self._batch_size: tuple[Any, float] | None = None  # (batch, its inferred size)
+        axis = options.substitute_for(LIGHTNING_STEPS)
+        #: The loggers are given Lightning's step axis (a Trainer taken through Lightning's names), not ember's.
+        self.lightning_steps = axis is not None and axis() == "lightning"
+        #: Each evaluation loop's counters, by loop (set by the loop that owns them): where an evaluation stands.
+        self.eval_counts: dict[str, EvalCounts] = {}
+        # Lightning's axis: the per-step values of the evaluation batch that ran last, not yet written, with
+        # (stage, dataloader, batch index); and the batches each dataloader ran in the fit's earlier validations
+        self._eval_row: dict[str, torch.Tensor] = {}
+        self._eval_row_at: tuple[str, int, int] = ("", 0, -1)
+        self._eval_seen: dict[int, float] = {}
 
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
@@ -138,10 +162,39 @@ class MetricLog:
             self.callback_metrics[key] = value
             if entry.on_epoch:  # `name` is the step value until the epoch ends, then the epoch value (Lightning)
                 self.callback_metrics[entry.name] = value
+        elif self.lightning_steps and entry.logger:
+            self._hold_eval_step(key, value)
         if entry.logger:
             self.logged_metrics[key] = value
         if entry.prog_bar:
             self.progress_bar_metrics[key] = value
+
+    def _hold_eval_step(self, key: str, value: torch.Tensor) -> None:
+        """Lightning's axis: a value an evaluation batch logs per step joins that batch's row, which is written when
+        the next batch logs one or the evaluation's epoch values are written."""
+        t, results = self.trainer, self.context.results
+        if t.hook.log_metrics is None or not t.is_global_zero or t.sanity_checking or results is None \
+                or results.stage == "train" or not self.eval_counts:  # no row to write
+            return
+        counts = self.eval_counts["fit" if t.state.fn == "fit" else results.stage]
+        where = (results.stage, self.context.dataloader_idx, counts.batch_idx)
+        if where[2] < 0:  # between batches: an epoch-level hook, which has no step row
+            return
+        if self._eval_row and where != self._eval_row_at:
+            self.write_eval_step()
+        self._eval_row_at = where
+        self._eval_row[key] = value
+
+    def write_eval_step(self) -> None:
+        """Lightning's axis: hand the held row of the evaluation batch that ran last to the ``log_metrics`` hook,
+        at the batches its dataloader ran before it."""
+        row, (_, dl_idx, batch_idx) = self._eval_row, self._eval_row_at
+        if not row:
+            return
+        self._eval_row = {}
+        t = self.trainer
+        step = int(self._eval_seen.get(dl_idx, 0)) + batch_idx
+        t.hook.log_metrics(trainer=t, metrics=to_floats(row), step=step)
 
     def publish_epoch_value(self, entry: MetricEntry, value: torch.Tensor | None) -> None:
         t = self.trainer
@@ -187,6 +240,7 @@ class MetricLog:
         self.callback_metrics.clear()
         self.logged_metrics.clear()
         self.progress_bar_metrics.clear()
+        self._eval_row, self._eval_seen = {}, {}
 
     def drop_step_values(self, results: Results) -> None:
         """After an evaluation epoch, ``callback_metrics`` keeps its epoch values only (Lightning)."""
@@ -210,6 +264,8 @@ class MetricLog:
         t = self.trainer
         if not t.is_global_zero or t.sanity_checking:
             return
+        if self.lightning_steps and results.stage != "train":
+            self._end_eval_rows(results.stage)
         values = {}
         for entry in results.entries.values():
             # a name logged in an earlier epoch only (say in on_train_epoch_start of epoch 0) is not written again
@@ -221,11 +277,35 @@ class MetricLog:
         if values:
             self._write(values)
 
+    def _end_eval_rows(self, stage: str) -> None:
+        """Lightning's axis, at an evaluation's end: its last batch's row is written, and the fit's validation
+        batches counted on, per dataloader."""
+        self.write_eval_step()
+        t = self.trainer
+        if t.state.fn != "fit" or stage != "validate":
+            return
+        for i, n in enumerate(t.num_val_batches or ()):
+            if n != float("inf"):
+                self._eval_seen[i] = self._eval_seen.get(i, 0) + n
+
+    def lightning_step(self) -> int:
+        """The step of a row on Lightning's axis: the batches that stepped (optimizer steps under automatic
+        optimization, every batch under manual), less the one that just ran inside a fit."""
+        t, p = self.trainer, self.progress
+        count = p.global_step if getattr(t.module, "automatic_optimization", True) else p.batches_seen
+        return count - 1 if t.state.fn == "fit" else count
+
     def _write(self, values: dict[str, Any]) -> None:
         t, progress = self.trainer, self.progress
         metrics = to_floats(values)
-        metrics["epoch"] = float(progress.current_epoch)
-        t.hook.log_metrics(trainer=t, metrics=metrics, step=progress.global_step)
+        if not self.lightning_steps:
+            metrics["epoch"] = float(progress.current_epoch)
+            t.hook.log_metrics(trainer=t, metrics=metrics, step=progress.global_step)
+            return
+        given = metrics.pop("step", None)  # a value logged as "step" is the row's step (Lightning)
+        if given is None:
+            metrics["epoch"] = float(progress.current_epoch)
+        t.hook.log_metrics(trainer=t, metrics=metrics, step=self.lightning_step() if given is None else int(given))
 
 
 def _sync_op(entry: MetricEntry) -> str:

@@ -306,3 +306,12 @@ def _wrapper_class(base: type, optimizer_class: type) -> type:
         made = _wrapper_classes[base, optimizer_class] = type(
             f"Lightning{optimizer_class.__name__}", (base, optimizer_class), {"__module__": base.__module__})
     return made
+
+
+def step_outputs(out: Any) -> Any:
+    """What ``on_train_batch_end`` is given as ``outputs``: the step's output with its loss detached."""
+    if isinstance(out, torch.Tensor):
+        return {"loss": out.detach()}
+    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
+        return {**out, "loss": out["loss"].detach()}
+    return out

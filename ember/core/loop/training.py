@@ -29,7 +29,7 @@ from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides, state
 from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
-from ember.core.loop.optim import ManualOptimizer, needs_closure
+from ember.core.loop.optim import ManualOptimizer, needs_closure, step_outputs
 from ember.core.loop.state import EPOCH_HOOK, IDLE, PROCESSED, READY, STARTED, STEP, EpochMarks, FitProgress
 
 if TYPE_CHECKING:
@@ -166,8 +166,10 @@ class TrainingLoop:
         t, p, loop = self.t, self.progress, self.loop
         h, module, ckpt, ctx = t.hook, t.module, t.checkpointing, loop.log_context
         results, transfer, metrics = loop.train_results, loop.transfer, loop.metrics
-        n, max_steps, every = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps
+        n, max_steps, every, by_stop = t.num_training_batches, loop.max_steps, t.config.log_every_n_steps, \
+            metrics.lightning_steps  # Lightning's axis writes the step values of the batch that stops the fit
         automatic = getattr(module, "automatic_optimization", True)
+        by_batch = metrics.lightning_steps and not automatic  # Lightning's logging interval counts batches then
         step_fn = self.automatic_batch if automatic else self.manual_batch
         if automatic and (self.overrides.optimizer_step is not None
                           or (t.optimizers and needs_closure(t.optimizers[0]))):
@@ -196,12 +198,13 @@ class TrainingLoop:
                     schedulers.step(self, "epoch")
                     scheds_stepped = True
             if h.on_train_batch_end is not None:
-                h.on_train_batch_end(trainer=t, module=module, outputs=_outputs(outputs), batch=batch,
+                h.on_train_batch_end(trainer=t, module=module, outputs=step_outputs(outputs), batch=batch,
                                      batch_idx=batch_idx)
             p.batches_seen += 1
             if is_last and read_to_end:  # before validation, as the plain loop's for-statement ends first
                 next(batches, None)
-            if h.log_metrics is not None and p.global_step != step_before and p.global_step % every == 0:
+            if h.log_metrics is not None and (by_batch or p.global_step != step_before) and \
+                    ((p.batches_seen if by_batch else p.global_step) % every == 0 or (p.should_stop and by_stop)):
                 metrics.write_step(results)
             # Lightning validates after the batch that set should_stop too (when the fit may stop now)
             if (is_last and val_at_end) or (val_every and (batch_idx + 1) % val_every == 0) \
@@ -458,14 +461,6 @@ class TrainingLoop:
             self.last_val_time = time.monotonic()
         loop.log_context.restore(saved)
         t.state.stage = "train"
-
-
-def _outputs(out: Any) -> Any:
-    if isinstance(out, torch.Tensor):
-        return {"loss": out.detach()}
-    if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
-        return {**out, "loss": out["loss"].detach()}
-    return out
 
 
 def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:

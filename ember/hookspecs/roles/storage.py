@@ -111,7 +111,10 @@ def log_metrics(trainer: TrainerLike, metrics: dict, step: int) -> None:
     Called on global rank 0: every ``log_every_n_steps`` optimizer steps with the step values logged during
     that step, and after each training epoch and each validation/test run with the epoch values; ``metrics``
     also holds ``epoch``. Values are Python floats, read off the device in one transfer only because a
-    logger implements this hook: with no logger, the loop reads nothing.
+    logger implements this hook: with no logger, the loop reads nothing. A Trainer taken through Lightning's
+    names writes on Lightning's step axis instead (see :mod:`ember.core.loop.metrics`): ``step`` counts the
+    batches that stepped before, and an evaluation's per-step values are written after each of its batches,
+    without ``epoch``.
 
     :ranks: global rank 0 only
     :wrap: yes
@@ -122,13 +125,17 @@ def log_metrics(trainer: TrainerLike, metrics: dict, step: int) -> None:
 
 
 @hookspec
-def log_hyperparams(trainer: TrainerLike, params: dict) -> None:
+def log_hyperparams(trainer: TrainerLike, params: dict, saved: bool) -> None:
     """Record the run's hyperparameters: the module's ``hparams`` merged with the DataModule's.
 
-    Called once per ``fit``, on global rank 0, after ``configure_optimizers`` and before ``on_fit_start``.
+    Called once per ``fit``, ``validate``, ``test`` and ``predict``, on global rank 0: in a fit after
+    ``configure_optimizers`` and before ``on_fit_start``, otherwise before the stage's first hook.
 
     :ranks: global rank 0 only
     :wrap: yes
     :param trainer: the trainer.
     :param params: name to value.
+    :param saved: whether the module or the DataModule saved hyperparameters for the loggers
+        (``save_hyperparameters()``, not ``logger=False``); where neither did, Lightning's loggers are not given
+        any, and a logger that records only hyperparameters has nothing to do.
     """

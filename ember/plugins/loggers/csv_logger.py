@@ -65,7 +65,7 @@ class CSVLogger(VersionedLogger):
 
     @hookimpl(specname="log_metrics")
     def _log_metrics_hook(self, metrics: dict, step: int) -> None:
-        self.log_metrics(metrics, step)
+        self.log_metrics(metrics=metrics, step=step)  # by name, as Lightning's Trainer calls it
 
     def log_hyperparams(self, params: Mapping[str, Any] | Namespace | None = None) -> None:
         """Add ``params`` to the run's ``hparams.yaml`` (written even when there are none, so that the run folder
@@ -89,12 +89,13 @@ class CSVLogger(VersionedLogger):
             self.save()
 
     @hookimpl
-    def teardown(self) -> None:
-        self.save()
+    def teardown(self, trainer: Any) -> None:
+        if trainer.state.status not in ("failed", "interrupted"):  # on_exception finalized it already
+            self.finalize("success")
 
     @hookimpl
     def on_exception(self) -> None:
-        self.save()
+        self.finalize("failed")
 
     def finalize(self, status: str = "success") -> None:
         """Write what is buffered (Lightning's ``finalize``; the file is complete whatever ``status``)."""

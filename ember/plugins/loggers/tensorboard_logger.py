@@ -43,7 +43,7 @@ class TensorBoardLogger(VersionedLogger):
         self._log_graph = log_graph
         self.sub_dir = os.fspath(sub_dir) if sub_dir is not None else None
         self.writer_kwargs = writer_kwargs
-        self._writer: Any = None
+        self._experiment: Any = None
 
     @staticmethod
     def check_available(config: Any = None) -> None:
@@ -60,35 +60,49 @@ class TensorBoardLogger(VersionedLogger):
     @property
     def experiment(self) -> Any:
         """The ``SummaryWriter`` (created on first use)."""
-        if self._writer is None:
+        if self._experiment is None:
             self.check_available()
             from torch.utils.tensorboard import SummaryWriter
 
             os.makedirs(self.log_dir, exist_ok=True)
-            self._writer = SummaryWriter(log_dir=self.log_dir, **self.writer_kwargs)
-        return self._writer
+            self._experiment = SummaryWriter(log_dir=self.log_dir, **self.writer_kwargs)
+        return self._experiment
 
     # -- hooks ---------------------------------------------------------------------------------------------
     @hookimpl(tryfirst=True)  # the version is fixed before any callback asks for the run folder
     def setup(self, trainer: Any) -> None:
         self._attach(trainer)
 
-    @hookimpl
-    def log_hyperparams(self, params: Any, metrics: dict | None = None) -> None:
-        """Hyperparameters to ``hparams.yaml`` and the HParams tab; ``metrics`` (name: value), when given, are
-        logged at step 0 and shown next to them (else ``hp_metric``, as a placeholder of -1)."""
+    @hookimpl(specname="log_hyperparams")
+    def _log_hyperparams_hook(self, trainer: Any, params: dict, saved: bool) -> None:
+        if saved:
+            self.log_hyperparams(params)
+        else:  # nothing to show (nor a placeholder metric); the run folder has its hparams.yaml all the same
+            path = os.path.join(self.log_dir, self.NAME_HPARAMS_FILE)
+            if not os.path.exists(path):
+                save_hparams(path, params)
+        module = getattr(trainer, "lightning_module", None)
+        if self._log_graph and module is not None:  # at each entry point, as Lightning's logger does
+            self.log_graph(module)
+
+    def log_hyperparams(self, params: Any, metrics: dict | None = None, step: int | None = None) -> None:
+        """Hyperparameters to ``hparams.yaml`` and the HParams tab; ``metrics`` (name: value, or one value for
+        ``hp_metric``), when given, are logged at ``step`` and shown next to them (else ``hp_metric``, as a
+        placeholder of -1, when the logger was made with it)."""
         from torch.utils.tensorboard.summary import hparams
 
         params = vars(params) if isinstance(params, Namespace) else dict(params)
         save_hparams(os.path.join(self.log_dir, self.NAME_HPARAMS_FILE), params)
+        if metrics is None:
+            metrics = {self.hp_metric: -1} if self.hp_metric else {}
+        elif not isinstance(metrics, dict):
+            metrics = {"hp_metric": metrics}
         if metrics:
-            metrics = {name: _scalar(value) for name, value in metrics.items()}
-            self.log_metrics(metrics, 0)
+            self.log_metrics({name: _scalar(value) for name, value in metrics.items()}, step)
         flat = _flatten(plain(params))
         if not flat:
             return
-        shown = metrics or ({self.hp_metric: -1.0} if self.hp_metric else {})
-        for summary in hparams(flat, shown):
+        for summary in hparams(flat, {name: _scalar(value) for name, value in metrics.items()}):
             self.experiment.file_writer.add_summary(summary)
 
     def log_graph(self, model: torch.nn.Module, input_array: Any = None) -> None:
@@ -119,32 +133,37 @@ class TensorBoardLogger(VersionedLogger):
             for m in modules:
                 m.__dict__.pop("_jit_is_scripting", None)
 
-    @hookimpl
-    def log_metrics(self, metrics: dict, step: int) -> None:
+    @hookimpl(specname="log_metrics")
+    def _log_metrics_hook(self, metrics: dict, step: int) -> None:
+        self.log_metrics(metrics=metrics, step=step)  # by name, as Lightning's Trainer calls it
+
+    def log_metrics(self, metrics: dict, step: int | None = None) -> None:
+        """Each value as a scalar at ``step`` (what the Trainer calls with each logged row)."""
         writer = self.experiment
         for name, value in metrics.items():
             writer.add_scalar(self._key(name), value, global_step=step)
 
     @hookimpl
-    def teardown(self) -> None:
-        self.finalize()
+    def teardown(self, trainer: Any) -> None:
+        if trainer.state.status not in ("failed", "interrupted"):  # on_exception finalized it already
+            self.finalize("success")
 
     @hookimpl
     def on_exception(self) -> None:
-        self.finalize()
+        self.finalize("failed")
 
     def save(self) -> None:
         """Write what the writer buffers to the event file."""
-        if self._writer is not None:
-            self._writer.flush()
+        if self._experiment is not None:
+            self._experiment.flush()
 
     def finalize(self, status: str = "success") -> None:
         """Flush and close the writer (Lightning's ``finalize``); the next write opens a new event file in the
         same folder."""
-        if self._writer is not None:
-            self._writer.flush()
-            self._writer.close()
-            self._writer = None
+        if self._experiment is not None:
+            self._experiment.flush()
+            self._experiment.close()
+            self._experiment = None
 
 
 def _scalar(value: Any) -> Any:

@@ -4,7 +4,8 @@ A subclass defines Lightning's methods (``name``, ``version``, ``log_metrics(met
 ``log_hyperparams(params)``, and as it needs ``save()``, ``finalize(status)``, ``log_graph(model, input_array)``,
 ``save_dir``, ``log_dir``, ``experiment``) and is passed in ``Trainer(logger=...)`` like any logger. The base
 answers ember's ``logger`` role hooks and calls those methods when Lightning's Trainer would: ``log_metrics`` (then
-``save()``) on global rank 0 with each logged step or epoch, ``log_hyperparams`` then ``log_graph`` once per fit,
+``save()``) on global rank 0 with each logged step or epoch, ``log_hyperparams`` (where hyperparameters were
+saved) then ``log_graph`` once per ``fit``, ``validate``, ``test`` and ``predict``,
 ``finalize("success")`` at the end of each run and ``finalize("failed")`` after an exception.
 """
 
@@ -105,7 +106,8 @@ class Logger(ABC):
         return "/"
 
     def log_graph(self, model: torch.nn.Module, input_array: torch.Tensor | None = None) -> None:
-        """Record the model's graph (called once per fit, after ``log_hyperparams``; the default does nothing)."""
+        """Record the model's graph (called at each entry point, after ``log_hyperparams``; the default does
+        nothing)."""
         return None
 
     def save(self) -> None:
@@ -127,8 +129,9 @@ class Logger(ABC):
         self.save()
 
     @hookimpl(specname="log_hyperparams")
-    def _ember_log_hyperparams(self, trainer: Any, params: dict) -> None:
-        self.log_hyperparams(params)
+    def _ember_log_hyperparams(self, trainer: Any, params: dict, saved: bool) -> None:
+        if saved:  # as Lightning: not called where neither the module nor the DataModule saved any
+            self.log_hyperparams(params)
         module = getattr(trainer, "lightning_module", None)
         if module is not None:
             self.log_graph(module, getattr(module, "example_input_array", None))
