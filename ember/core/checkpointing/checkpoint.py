@@ -35,6 +35,7 @@ from ember.core.checkpointing.checkpoint_format import (
     check_format,
     check_optimizer_state,
     check_weights,
+    add_lightning_names,
     hparams_entries,
     note_weights,
     read,
@@ -114,6 +115,7 @@ class Checkpointing:
         #: While a fit trains, saves and removals wait here for the loop's next safe point.
         self._deferring = False
         self._requests: list[tuple[str, str, bool]] = []
+        self._requested_epoch: int | None = None  # current_epoch at the first of the waiting saves
         #: Writes of a training fit run here, one at a time (see :mod:`ember.core.checkpointing.async_writer`).
         self.writer = BackgroundWriter()
         self._buffers = SnapshotBuffers()
@@ -127,9 +129,11 @@ class Checkpointing:
         self._restart_saved_at = -1
 
     # -- building ----------------------------------------------------------------------------------------
-    def build(self, weights_only: bool = False, batch_idx: int | None = None) -> dict[str, Any]:
+    def build(self, weights_only: bool = False, batch_idx: int | None = None,
+              epoch: int | None = None) -> dict[str, Any]:
         """The checkpoint of the trainer's current state; ``batch_idx``: written after that batch of the current
-        epoch (else before the epoch's first batch). ``weights_only``: module weights and hyperparameters."""
+        epoch (else before the epoch's first batch). ``weights_only``: module weights and hyperparameters.
+        ``epoch``: the ``current_epoch`` when the save was asked for (Lightning's ``"epoch"``), if not now."""
         from ember.version import __version__
 
         t = self.trainer
@@ -137,7 +141,7 @@ class Checkpointing:
         checkpoint: dict[str, Any] = {
             "format_version": FORMAT_VERSION, "ember_version": __version__,
             "kind": "weights" if weights_only else "full",
-            "epoch": t.current_epoch, "global_step": t.global_step,
+            "epoch": t.current_epoch if epoch is None else epoch, "global_step": t.global_step,
             "state_dict": module.state_dict(),
             "plugins": {},
         }
@@ -151,8 +155,10 @@ class Checkpointing:
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
             if self._mid_window(batch_idx):
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
-            for key, plugin in self._stateful_plugins():
+            found = self._stateful_plugins()
+            for key, plugin in found:
                 checkpoint["plugins"][key] = plugin.state_dict()
+            add_lightning_names(checkpoint, *plugin_state.lightning_names(t, found))
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
             pm = t.plugin_manager
             callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
@@ -184,6 +190,8 @@ class Checkpointing:
                                "model is attached to the Trainer: call trainer.fit(model, ...) (or validate, test, "
                                "predict) first.")
         if self._deferring:
+            if self._requested_epoch is None:  # the file's "epoch" is the one that asked, as in Lightning
+                self._requested_epoch = self.trainer.current_epoch
             self._requests.append(("save", os.fspath(path), weights_only))
             self.safe_point_due = True
             return
@@ -201,13 +209,14 @@ class Checkpointing:
         the new state, every other file of the same moment is complete (and a crash before it leaves the old
         one, whose continuation writes them all again)."""
         requests, self._requests = self._requests, []
+        epoch, self._requested_epoch = self._requested_epoch, None
         if not requests:
             return
         last = {os.path.abspath(p) for p in self.last_paths()}
         is_last = [os.path.abspath(r[1]) in last for r in requests]
         ordered = [r for r, x in zip(requests, is_last, strict=True) if not x] + \
             [r for r, x in zip(requests, is_last, strict=True) if x]
-        self._write(ordered, batch_idx)
+        self._write(ordered, batch_idx, epoch)
 
     def last_paths(self) -> list[str]:
         """The "last" checkpoints the plugins keep (``last_checkpoint_path``), or the default one."""
@@ -219,7 +228,8 @@ class Checkpointing:
         dirs = checkpoint_dirs(t)
         return [os.path.join(dirs[0] if dirs else default_checkpoint_dir(t), "last.ckpt")]
 
-    def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
+    def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None,
+               epoch: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
         a fit trains and the plugins allow it, the writing runs in the background (see
         :mod:`ember.core.checkpointing.checkpoint_writes`)."""
@@ -234,7 +244,8 @@ class Checkpointing:
                     ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    built[weights_only] = writes.prepare(self.build(weights_only, batch_idx), path, self._buffers)
+                    built[weights_only] = writes.prepare(self.build(weights_only, batch_idx, epoch), path,
+                                                         self._buffers)
                 ops.append((op, path, built[weights_only]))
             if writes.background:
                 writes.submit(self.writer, hook, ops, self._buffers)
@@ -385,7 +396,7 @@ class Checkpointing:
         """Around a fit: deferred saves, signal handlers (with checkpointing enabled), clean-up afterwards."""
         t = self.trainer
         self.stop_signal, self.stop_requeue, self._polls = None, False, 0
-        self._requests = []
+        self._requests, self._requested_epoch = [], None
         self._deferring = True
         self._restart_every = t.config.restart_save_every_n_steps if restartable() else 0
         self._restart_saved_at = -1

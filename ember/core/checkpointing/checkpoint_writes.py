@@ -27,7 +27,7 @@ import torch
 
 from ember.core.checkpointing import writer_process
 from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
-from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
+from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain, put_names, take_names
 from ember.core.errors import CheckpointError, ConfigurationError
 
 Op = tuple[str, str, Any]  # ("save" or "remove", path, what the storage gets or None)
@@ -109,19 +109,29 @@ class Writes:
         on the training thread, else a form that belongs to this moment (see the module docstring). A small
         checkpoint is serialised rather than snapshotted because pickling on the writer thread would compete
         with the training thread for the interpreter lock and cost it more."""
+        names = take_names(checkpoint)  # Lightning's second names of plugin states: walked once, put back after
+
+        def plain(obj: dict[str, Any], tensor: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+            out = make_plain(obj, tensor=tensor)
+            put_names(out, names)
+            return out  # type: ignore[no-any-return]
+
         try:
             if self.stager is not None:
-                return self.stager(trainer=self.trainer, checkpoint=make_plain(checkpoint))
+                return self.stager(trainer=self.trainer, checkpoint=plain(checkpoint))
             if self.process:  # copied into shared memory by submit()
-                return make_plain(checkpoint)
+                return plain(checkpoint)
             if self.serializer is not None:
                 checkpoint = make_plain(checkpoint)
-                data = self.serializer(checkpoint) if small_enough(checkpoint) else None
-                if data is not None:
-                    return data
+                if small_enough(checkpoint):
+                    put_names(checkpoint, names)
+                    data = self.serializer(checkpoint)
+                    if data is not None:
+                        return data
+                    take_names(checkpoint)  # (the same names) the snapshot below puts them back
             if self.background:
-                return snapshot(checkpoint, buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
-            return make_plain(checkpoint)
+                return snapshot(checkpoint, buffers, plain)
+            return plain(checkpoint)
         except NotPlain as exc:
             raise CheckpointError(
                 f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "

@@ -57,3 +57,19 @@ def stateful(trainer: Any) -> list[tuple[str, Any]]:
         found[key] = plugin
     return list(found.items())
 
+
+
+def lightning_names(trainer: Any, found: list[tuple[str, Any]]) -> tuple[dict[str, str], str | None]:
+    """Lightning's names for the states ``found`` (:func:`stateful`'s answer) keeps: ``{name: key}`` for the
+    callbacks (every plugin but the role plugins and the DataModule), each named by its ``state_key`` (the class
+    name by default, where ember's own key is the identity) or else its key; when two share a name, the later
+    one has it, as in Lightning. And the DataModule's name, its class's qualified name (None without one)."""
+    roles = {id(p) for p in trainer.role_plugins.values()}
+    datamodule = trainer.datamodule
+    names: dict[str, str] = {}
+    for key, plugin in found:
+        if plugin is datamodule or id(plugin) in roles:
+            continue
+        name = getattr(plugin, "state_key", None)
+        names[name if isinstance(name, str) else key] = key
+    return names, (type(datamodule).__qualname__ if datamodule is not None else None)
