@@ -101,8 +101,8 @@ def lightning_trainer() -> type:
     checkpoint callback (``enable_checkpointing=True``) is Lightning's ``ModelCheckpoint`` (no ``last.ckpt``), the
     default logger (``logger=True``) writes its runs to ``<default_root_dir>/lightning_logs/version_<n>``, the
     loggers' stand-in under ``fast_dev_run`` is Lightning's ``DummyLogger``, and the few-workers check counts CPUs
-    through ``lightning.fabric.utilities.data._num_cpus_available``, as the Lightning code the script was written
-    for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
+    through ``lightning.fabric.utilities.data._num_cpus_available``, and ``trainer._checkpoint_connector`` answers
+    the connector methods Lightning code calls, as the Lightning code the script was written for expects. ``ember.Trainer`` reached by ember's own names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
     from ember.lightning.fabric.utilities.data import route_cpu_count
@@ -111,4 +111,8 @@ def lightning_trainer() -> type:
         if options.substitute_for(identity) is None:
             options.substitute(identity, factory)
     route_cpu_count()
+    if "_checkpoint_connector" not in vars(Trainer):  # Lightning's private connector, over trainer.checkpointing
+        from ember.lightning.pytorch.trainer.checkpoint_connector import CheckpointConnector
+
+        Trainer._checkpoint_connector = property(CheckpointConnector)  # type: ignore[attr-defined]
     return Trainer

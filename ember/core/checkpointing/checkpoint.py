@@ -32,10 +32,10 @@ from ember.core.checkpointing import plugin_state
 from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers
 from ember.core.checkpointing.checkpoint_format import (
     FORMAT_VERSION,
+    add_lightning_names,
     check_format,
     check_optimizer_state,
     check_weights,
-    add_lightning_names,
     hparams_entries,
     note_weights,
     read,
@@ -52,7 +52,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
-from ember.core.errors import CheckpointError, NoModelError, warn_user
+from ember.core.errors import CheckpointError, NoModelError
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
@@ -266,7 +266,8 @@ class Checkpointing:
             yield t.hook
         finally:
             for plugin in reversed(registered):
-                t.plugin_manager.unregister(plugin)
+                if plugin is not None:  # (no module yet: a Trainer asked before any run)
+                    t.plugin_manager.unregister(plugin)
 
     # -- reading and restoring -------------------------------------------------------------------------
     def ckpt_path_for(self, fn: str, model: Any, ckpt_path: Any) -> Any:
@@ -321,6 +322,29 @@ class Checkpointing:
         if t.hook.on_load_checkpoint is not None:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
 
+    def dump(self, weights_only: bool = False) -> dict[str, Any]:
+        """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),
+        written nowhere."""
+        with self._plugins_registered():
+            return self.build(weights_only)
+
+    def restore_weights_and_plugins(self, path: str) -> dict[str, Any]:
+        """Load the module's weights and every plugin's state (callbacks, the DataModule) from the full checkpoint
+        at ``path``, outside a fit; the optimizers and the loop's progress are left as they are. Returns the
+        checkpoint read."""
+        t = self.trainer
+        with self._plugins_registered():
+            checkpoint = check_format(read(t.plugin_manager, t, path, True), path)
+            if checkpoint.get("kind") == "weights":
+                raise CheckpointError(f"{path} holds the module's weights only (saved with weights_only=True): there "
+                                      "is no callback or DataModule state to restore. Load it with "
+                                      "YourModule.load_from_checkpoint(path).")
+            check_weights(t.module, checkpoint["state_dict"], path, checkpoint)
+            t.module.load_state_dict(checkpoint["state_dict"])
+            note_weights(t.module, path)
+            plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
+        return checkpoint
+
     def restore_training(self) -> FitProgress | None:
         """Restore optimizers, schedulers, loop progress, metrics and plugin states from the checkpoint read by
         :meth:`restore`. Returns where the fit resumes, or None when not resuming."""
@@ -345,21 +369,7 @@ class Checkpointing:
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
-        states = checkpoint.get("plugins", {})
-        restored = set()
-        for key, plugin in self._stateful_plugins():
-            # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
-            former = getattr(plugin, "former_state_keys", ())
-            if key not in states and isinstance(former, tuple):
-                key = next((k for k in former if k in states), key)
-            if key in states:
-                plugin.load_state_dict(states[key])
-                restored.add(key)
-        left = sorted(k for k, v in states.items() if k not in restored and v) if isinstance(states, Mapping) else []
-        if left and t.is_global_zero:
-            warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
-                      "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
-                      "the checkpoint to the Trainer again (callbacks=[...]) to continue with their state.")
+        plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
         if t.hook.on_load_checkpoint is not None:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")

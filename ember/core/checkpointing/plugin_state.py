@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from ember.core.errors import ConfigurationError
+from ember.core.errors import ConfigurationError, warn_user
 from ember.core.hooks.positional import is_base_hook
 
 _DEFAULT_STATE_KEY: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
@@ -73,3 +74,22 @@ def lightning_names(trainer: Any, found: list[tuple[str, Any]]) -> tuple[dict[st
         name = getattr(plugin, "state_key", None)
         names[name if isinstance(name, str) else key] = key
     return names, (type(datamodule).__qualname__ if datamodule is not None else None)
+
+
+def restore(trainer: Any, found: list[tuple[str, Any]], states: Any, path: str | None) -> None:
+    """Give each plugin of ``found`` (:func:`stateful`'s answer) its state from ``states`` (a checkpoint's
+    ``plugins``), under its key or one of its ``former_state_keys``; warn about states no plugin took."""
+    restored = set()
+    for key, plugin in found:
+        # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
+        former = getattr(plugin, "former_state_keys", ())
+        if key not in states and isinstance(former, tuple):
+            key = next((k for k in former if k in states), key)
+        if key in states:
+            plugin.load_state_dict(states[key])
+            restored.add(key)
+    left = sorted(k for k, v in states.items() if k not in restored and v) if isinstance(states, Mapping) else []
+    if left and trainer.is_global_zero:
+        warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
+                  "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
+                  "the checkpoint to the Trainer again (callbacks=[...]) to continue with their state.")
