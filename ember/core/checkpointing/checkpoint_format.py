@@ -210,6 +210,21 @@ def put_names(checkpoint: dict[str, Any], taken: _Names) -> None:
         (checkpoint if where is None else checkpoint[where])[name] = states[key]
 
 
+def walk_once(checkpoint: Any, walk: Callable[[Any], Any]) -> Any:
+    """``walk(checkpoint)`` (a copy or a check of every container) with the names of :func:`add_lightning_names`
+    walked once and naming, in what ``walk`` returns, that result's own ``plugins`` states."""
+    if type(checkpoint) is not dict:
+        return walk(checkpoint)
+    taken = take_names(checkpoint)
+    try:
+        out = walk(checkpoint)
+    finally:
+        put_names(checkpoint, taken)
+    if out is not checkpoint and type(out) is dict:
+        put_names(out, taken)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Reading
 # ---------------------------------------------------------------------------------------------------------
