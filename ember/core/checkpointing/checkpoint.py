@@ -155,10 +155,11 @@ class Checkpointing:
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
             if self._mid_window(batch_idx):
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
-            found = self._stateful_plugins()
-            for key, plugin in found:
+            names: dict[str, str] = {}
+            for key, plugin in plugin_state.stateful(t, names):
                 checkpoint["plugins"][key] = plugin.state_dict()
-            add_lightning_names(checkpoint, *plugin_state.lightning_names(t, found))
+            dm = t.datamodule
+            add_lightning_names(checkpoint, names, type(dm).__qualname__ if dm is not None else None)
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
             pm = t.plugin_manager
             callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]

@@ -175,6 +175,10 @@ def add_lightning_names(checkpoint: dict[str, Any], callbacks: Mapping[str, str]
 #: ``plugins`` of the state it names).
 _Names = list[tuple[str | None, str, str]]
 _CONTAINERS = frozenset({dict, OrderedDict, list})
+#: The top-level entries of ember's own (see :mod:`ember.core.checkpointing.checkpoint`).
+_EMBER_ENTRIES = frozenset({"format_version", "ember_version", "kind", "epoch", "global_step", "state_dict",
+                            "plugins", "callbacks", "optimizer_states", "lr_schedulers", "loops", "results",
+                            "callback_metrics", "rng", "data", "grads"})
 
 
 def take_names(checkpoint: dict[str, Any]) -> _Names:
@@ -194,8 +198,8 @@ def take_names(checkpoint: dict[str, Any]) -> _Names:
             if key is not None:
                 taken.append(("callbacks", name, key))
                 del callbacks[name]
-    for name, value in list(checkpoint.items()):
-        key = key_of.get(id(value)) if name != "plugins" else None
+    for name in checkpoint.keys() - _EMBER_ENTRIES:  # the DataModule's name is none of ember's own entries
+        key = key_of.get(id(checkpoint[name]))
         if key is not None:
             taken.append((None, name, key))
             del checkpoint[name]

@@ -120,7 +120,7 @@ class Writes:
                 return plain(checkpoint)
             if self.serializer is not None:
                 checkpoint = plain(checkpoint)
-                data = self.serializer(checkpoint) if walk_once(checkpoint, small_enough) else None
+                data = self.serializer(checkpoint) if small_enough(checkpoint) else None  # (names counted twice)
                 if data is not None:
                     return data
             if self.background:
