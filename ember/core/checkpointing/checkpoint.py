@@ -9,6 +9,7 @@ dict of tensors and plain containers, so it loads with ``torch.load(weights_only
     optimizer_states, lr_schedulers, loops["fit"],         # full checkpoints only
     rng, data["train"], results["train"], callback_metrics, grads (mid-window only),
     plugins[identity]                                      # each plugin's and callback's own state
+    callbacks[state_key], <DataModule class name>          # Lightning's names for the same state objects
 
 ``loops["fit"]`` is a :class:`FitProgress`: the counters and the safe point the checkpoint was written at.
 While a fit trains, ``trainer.save_checkpoint`` (and so ``ModelCheckpoint``) only records the request; the
