@@ -216,3 +216,24 @@ def test_best_under_fast_dev_run_asks_for_a_path() -> None:
     with pytest.raises(ValueError, match=r"with `fast_dev_run=True`. .* pass an exact checkpoint path"):
         trainer._checkpoint_connector._parse_ckpt_path(TrainerFn.TESTING, "best", model_provided=False,
                                                        model_connected=True)
+
+
+def test_lightning_model_checkpoint_scores_are_tensors_of_the_logged_dtype(tmp_path: Path) -> None:
+    class Model(BoringModel):
+        def training_step(self, *args: Any) -> Any:
+            self.log("foo", (self.current_epoch + 1) / 10)
+            return super().training_step(*args)
+
+    mc = pl.callbacks.ModelCheckpoint(dirpath=tmp_path, save_top_k=3, monitor="foo", mode="min")
+    trainer = pl.Trainer(default_root_dir=tmp_path, max_epochs=3, limit_train_batches=1, limit_val_batches=1,
+                         callbacks=[mc], **QUIET)
+    trainer.fit(Model())
+    assert mc.current_score == 0.3 and mc.current_score.dtype == torch.float32  # the float32 value logged
+    assert mc.best_model_score == 0.1
+    scores = sorted(float(torch.load(p, weights_only=True)["callbacks"][mc.state_key]["current_score"])
+                    for p in tmp_path.glob("*.ckpt"))
+    assert scores == pytest.approx([0.1, 0.2, 0.3])
+    ember_own = ModelCheckpoint(dirpath=tmp_path / "e", monitor="foo")  # ember's callback keeps floats
+    pl.Trainer(default_root_dir=tmp_path, max_epochs=1, limit_train_batches=1, limit_val_batches=1,
+               callbacks=[ember_own], **QUIET).fit(Model())
+    assert type(ember_own.current_score) is float
