@@ -109,8 +109,9 @@ def lightning_trainer() -> type:
     axis (:data:`ember.core.loop.metrics.LIGHTNING_STEPS`), the few-workers check counts CPUs through
     ``lightning.fabric.utilities.data._num_cpus_available`` and device selection counts GPUs through
     ``lightning.fabric.accelerators.cuda.num_cuda_devices`` (and ``.mps``'s), as the Lightning code the script was
-    written for expects, and Trainers have ``_data_connector`` (:mod:`ember.lightning.data_connector`).
-    ``ember.Trainer`` reached by ember's own names changes nothing."""
+    written for expects, and Trainers have ``_data_connector`` (:mod:`ember.lightning.data_connector`) and
+    ``_checkpoint_connector`` (the connector methods Lightning code calls). ``ember.Trainer`` reached by ember's own
+    names changes nothing."""
     from ember.core.api.trainer import Trainer
     from ember.core.hooks import options
     from ember.lightning import data_connector
@@ -123,4 +124,8 @@ def lightning_trainer() -> type:
     route_cpu_count()
     route_device_counts()
     data_connector.install(Trainer)
+    if "_checkpoint_connector" not in vars(Trainer):  # Lightning's private connector, over trainer.checkpointing
+        from ember.lightning.pytorch.trainer.checkpoint_connector import CheckpointConnector
+
+        Trainer._checkpoint_connector = property(CheckpointConnector)  # type: ignore[attr-defined]
     return Trainer

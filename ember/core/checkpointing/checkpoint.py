@@ -9,6 +9,7 @@ dict of tensors and plain containers, so it loads with ``torch.load(weights_only
     optimizer_states, lr_schedulers, loops["fit"],         # full checkpoints only
     rng, data["train"], results["train"], callback_metrics, grads (mid-window only),
     plugins[identity]                                      # each plugin's and callback's own state
+    callbacks[state_key], <DataModule class name>          # Lightning's names for the same state objects
 
 ``loops["fit"]`` is a :class:`FitProgress`: the counters and the safe point the checkpoint was written at.
 While a fit trains, ``trainer.save_checkpoint`` (and so ``ModelCheckpoint``) only records the request; the
@@ -32,6 +33,7 @@ from ember.core.checkpointing import plugin_state
 from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers
 from ember.core.checkpointing.checkpoint_format import (
     FORMAT_VERSION,
+    add_lightning_names,
     check_format,
     check_optimizer_state,
     check_weights,
@@ -51,7 +53,7 @@ from ember.core.checkpointing.checkpoint_paths import (
 )
 from ember.core.checkpointing.checkpoint_writes import Op, Writes
 from ember.core.checkpointing.restarts import RESTART, restart_count, restartable, resume_point
-from ember.core.errors import CheckpointError, NoModelError, warn_user
+from ember.core.errors import CheckpointError, NoModelError
 from ember.core.hooks.positional import STYLE_ATTR
 from ember.core.loop import rng
 from ember.core.loop.parts import RunningTrainer
@@ -114,6 +116,7 @@ class Checkpointing:
         #: While a fit trains, saves and removals wait here for the loop's next safe point.
         self._deferring = False
         self._requests: list[tuple[str, str, bool]] = []
+        self._requested_epoch: int | None = None  # current_epoch at the first of the waiting saves
         #: Writes of a training fit run here, one at a time (see :mod:`ember.core.checkpointing.async_writer`).
         self.writer = BackgroundWriter()
         self._buffers = SnapshotBuffers()
@@ -127,9 +130,11 @@ class Checkpointing:
         self._restart_saved_at = -1
 
     # -- building ----------------------------------------------------------------------------------------
-    def build(self, weights_only: bool = False, batch_idx: int | None = None) -> dict[str, Any]:
+    def build(self, weights_only: bool = False, batch_idx: int | None = None,
+              epoch: int | None = None) -> dict[str, Any]:
         """The checkpoint of the trainer's current state; ``batch_idx``: written after that batch of the current
-        epoch (else before the epoch's first batch). ``weights_only``: module weights and hyperparameters."""
+        epoch (else before the epoch's first batch). ``weights_only``: module weights and hyperparameters.
+        ``epoch``: the ``current_epoch`` when the save was asked for (Lightning's ``"epoch"``), if not now."""
         from ember.version import __version__
 
         t = self.trainer
@@ -137,7 +142,7 @@ class Checkpointing:
         checkpoint: dict[str, Any] = {
             "format_version": FORMAT_VERSION, "ember_version": __version__,
             "kind": "weights" if weights_only else "full",
-            "epoch": t.current_epoch, "global_step": t.global_step,
+            "epoch": t.current_epoch if epoch is None else epoch, "global_step": t.global_step,
             "state_dict": module.state_dict(),
             "plugins": {},
         }
@@ -151,8 +156,11 @@ class Checkpointing:
             checkpoint["data"] = {"train": data.state()} if data is not None else {}
             if self._mid_window(batch_idx):
                 checkpoint["grads"] = [p.grad for p in module.parameters()]
-            for key, plugin in self._stateful_plugins():
+            names: dict[str, str] = {}
+            for key, plugin in plugin_state.stateful(t, names):
                 checkpoint["plugins"][key] = plugin.state_dict()
+            dm = t.datamodule
+            add_lightning_names(checkpoint, names, type(dm).__qualname__ if dm is not None else None)
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
             pm = t.plugin_manager
             callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
@@ -184,6 +192,8 @@ class Checkpointing:
                                "model is attached to the Trainer: call trainer.fit(model, ...) (or validate, test, "
                                "predict) first.")
         if self._deferring:
+            if self._requested_epoch is None:  # the file's "epoch" is the one that asked, as in Lightning
+                self._requested_epoch = self.trainer.current_epoch
             self._requests.append(("save", os.fspath(path), weights_only))
             self.safe_point_due = True
             return
@@ -201,13 +211,14 @@ class Checkpointing:
         the new state, every other file of the same moment is complete (and a crash before it leaves the old
         one, whose continuation writes them all again)."""
         requests, self._requests = self._requests, []
+        epoch, self._requested_epoch = self._requested_epoch, None
         if not requests:
             return
         last = {os.path.abspath(p) for p in self.last_paths()}
         is_last = [os.path.abspath(r[1]) in last for r in requests]
         ordered = [r for r, x in zip(requests, is_last, strict=True) if not x] + \
             [r for r, x in zip(requests, is_last, strict=True) if x]
-        self._write(ordered, batch_idx)
+        self._write(ordered, batch_idx, epoch)
 
     def last_paths(self) -> list[str]:
         """The "last" checkpoints the plugins keep (``last_checkpoint_path``), or the default one."""
@@ -219,7 +230,8 @@ class Checkpointing:
         dirs = checkpoint_dirs(t)
         return [os.path.join(dirs[0] if dirs else default_checkpoint_dir(t), "last.ckpt")]
 
-    def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None) -> None:
+    def _write(self, requests: list[tuple[str, str, bool]], batch_idx: int | None = None,
+               epoch: int | None = None) -> None:
         """Carry out saves and removals in order; each kind of checkpoint is built (and serialised) once. While
         a fit trains and the plugins allow it, the writing runs in the background (see
         :mod:`ember.core.checkpointing.checkpoint_writes`)."""
@@ -234,7 +246,8 @@ class Checkpointing:
                     ops.append((op, path, None))
                     continue
                 if weights_only not in built:
-                    built[weights_only] = writes.prepare(self.build(weights_only, batch_idx), path, self._buffers)
+                    built[weights_only] = writes.prepare(self.build(weights_only, batch_idx, epoch), path,
+                                                         self._buffers)
                 ops.append((op, path, built[weights_only]))
             if writes.background:
                 writes.submit(self.writer, hook, ops, self._buffers)
@@ -255,7 +268,8 @@ class Checkpointing:
             yield t.hook
         finally:
             for plugin in reversed(registered):
-                t.plugin_manager.unregister(plugin)
+                if plugin is not None:  # (no module yet: a Trainer asked before any run)
+                    t.plugin_manager.unregister(plugin)
 
     # -- reading and restoring -------------------------------------------------------------------------
     def ckpt_path_for(self, fn: str, model: Any, ckpt_path: Any) -> Any:
@@ -310,6 +324,29 @@ class Checkpointing:
         if t.hook.on_load_checkpoint is not None:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
 
+    def dump(self, weights_only: bool = False) -> dict[str, Any]:
+        """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),
+        written nowhere."""
+        with self._plugins_registered():
+            return self.build(weights_only)
+
+    def restore_weights_and_plugins(self, path: str) -> dict[str, Any]:
+        """Load the module's weights and every plugin's state (callbacks, the DataModule) from the full checkpoint
+        at ``path``, outside a fit; the optimizers and the loop's progress are left as they are. Returns the
+        checkpoint read."""
+        t = self.trainer
+        with self._plugins_registered():
+            checkpoint = check_format(read(t.plugin_manager, t, path, True), path)
+            if checkpoint.get("kind") == "weights":
+                raise CheckpointError(f"{path} holds the module's weights only (saved with weights_only=True): there "
+                                      "is no callback or DataModule state to restore. Load it with "
+                                      "YourModule.load_from_checkpoint(path).")
+            check_weights(t.module, checkpoint["state_dict"], path, checkpoint)
+            t.module.load_state_dict(checkpoint["state_dict"])
+            note_weights(t.module, path)
+            plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
+        return checkpoint
+
     def restore_training(self) -> FitProgress | None:
         """Restore optimizers, schedulers, loop progress, metrics and plugin states from the checkpoint read by
         :meth:`restore`. Returns where the fit resumes, or None when not resuming."""
@@ -334,21 +371,7 @@ class Checkpointing:
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
-        states = checkpoint.get("plugins", {})
-        restored = set()
-        for key, plugin in self._stateful_plugins():
-            # a plugin whose key changed names the keys it had before, so older checkpoints still restore it
-            former = getattr(plugin, "former_state_keys", ())
-            if key not in states and isinstance(former, tuple):
-                key = next((k for k in former if k in states), key)
-            if key in states:
-                plugin.load_state_dict(states[key])
-                restored.add(key)
-        left = sorted(k for k, v in states.items() if k not in restored and v) if isinstance(states, Mapping) else []
-        if left and t.is_global_zero:
-            warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
-                      "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
-                      "the checkpoint to the Trainer again (callbacks=[...]) to continue with their state.")
+        plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
         if t.hook.on_load_checkpoint is not None:
             t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")
@@ -385,7 +408,7 @@ class Checkpointing:
         """Around a fit: deferred saves, signal handlers (with checkpointing enabled), clean-up afterwards."""
         t = self.trainer
         self.stop_signal, self.stop_requeue, self._polls = None, False, 0
-        self._requests = []
+        self._requests, self._requested_epoch = [], None
         self._deferring = True
         self._restart_every = t.config.restart_save_every_n_steps if restartable() else 0
         self._restart_saved_at = -1

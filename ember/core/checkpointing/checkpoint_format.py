@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("ember")
 
 #: The checkpoint format this ember writes; it reads this one and every older one. 2: a plugin's state is kept
-#: only in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry).
+#: in ``plugins[key]`` (format 1 also had copies of some callbacks' states in a ``callbacks`` entry). Files of
+#: format 2 may also name the callbacks' states ``callbacks[state_key]`` and the DataModule's by its class, as
+#: Lightning does (:func:`add_lightning_names`): the same objects as in ``plugins``, which is what is read.
 FORMAT_VERSION = 2
 
 # ---------------------------------------------------------------------------------------------------------
@@ -151,6 +153,80 @@ def hparams_entries(objects: Any, warned: set[str] | None = None) -> dict[str, A
         if name_key and "_hparams_name" in vars(obj):
             entries[name_key] = vars(obj)["_hparams_name"]
     return entries
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Lightning's names: the same states, one object under two keys
+# ---------------------------------------------------------------------------------------------------------
+
+
+def add_lightning_names(checkpoint: dict[str, Any], callbacks: Mapping[str, str], datamodule: str | None) -> None:
+    """Give the plugin states of ``checkpoint["plugins"]`` Lightning's names as well: ``callbacks[name]`` for
+    each ``name: key`` of ``callbacks``, and the DataModule's state under its class name ``datamodule`` (unless an
+    entry of ember's has that name). Each is the very dict kept under ``plugins``, not a copy: it is written once
+    and loads as one object."""
+    states = checkpoint["plugins"]
+    checkpoint["callbacks"] = {name: states[key] for name, key in callbacks.items() if key in states}
+    if datamodule is not None and "datamodule" in states and datamodule not in checkpoint:
+        checkpoint[datamodule] = states["datamodule"]
+
+
+#: Where :func:`take_names` found a name: (the entry holding it, None for the top level; the name; the key in
+#: ``plugins`` of the state it names).
+_Names = list[tuple[str | None, str, str]]
+_CONTAINERS = frozenset({dict, OrderedDict, list})
+#: The top-level entries of ember's own (see :mod:`ember.core.checkpointing.checkpoint`).
+_EMBER_ENTRIES = frozenset({"format_version", "ember_version", "kind", "epoch", "global_step", "state_dict",
+                            "plugins", "callbacks", "optimizer_states", "lr_schedulers", "loops", "results",
+                            "callback_metrics", "rng", "data", "grads"})
+
+
+def take_names(checkpoint: dict[str, Any]) -> _Names:
+    """Take the names of :func:`add_lightning_names` (entries that are the very object of a ``plugins`` state) out of
+    ``checkpoint`` before it is checked or copied, which would otherwise walk (and copy) those states twice; an
+    entry that a hook put there, another object, stays. :func:`put_names` puts them back."""
+    states = checkpoint.get("plugins")
+    if type(states) is not dict or not states:
+        return []
+    # containers only: the identity of a number or string says nothing (small ints are shared objects)
+    key_of = {id(state): key for key, state in states.items() if type(state) in _CONTAINERS}
+    taken: _Names = []
+    callbacks = checkpoint.get("callbacks")
+    if type(callbacks) is dict:
+        for name, state in list(callbacks.items()):
+            key = key_of.get(id(state))
+            if key is not None:
+                taken.append(("callbacks", name, key))
+                del callbacks[name]
+    for name in checkpoint.keys() - _EMBER_ENTRIES:  # the DataModule's name is none of ember's own entries
+        key = key_of.get(id(checkpoint[name]))
+        if key is not None:
+            taken.append((None, name, key))
+            del checkpoint[name]
+    return taken
+
+
+def put_names(checkpoint: dict[str, Any], taken: _Names) -> None:
+    """Put the names :func:`take_names` took back into ``checkpoint`` (it or its checked copy), each naming the
+    ``plugins`` state of that checkpoint."""
+    states = checkpoint.get("plugins", {})
+    for where, name, key in taken:
+        (checkpoint if where is None else checkpoint[where])[name] = states[key]
+
+
+def walk_once(checkpoint: Any, walk: Callable[[Any], Any]) -> Any:
+    """``walk(checkpoint)`` (a copy or a check of every container) with the names of :func:`add_lightning_names`
+    walked once and naming, in what ``walk`` returns, that result's own ``plugins`` states."""
+    if type(checkpoint) is not dict:
+        return walk(checkpoint)
+    taken = take_names(checkpoint)
+    try:
+        out = walk(checkpoint)
+    finally:
+        put_names(checkpoint, taken)
+    if out is not checkpoint and type(out) is dict:
+        put_names(out, taken)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -137,6 +137,10 @@ class CheckpointPaths:
     def _best(self) -> str:
         t = self.trainer
         cb = t.checkpoint_callback
+        if t.config.fast_dev_run:
+            raise ConfigurationError(f"ckpt_path='best' has no checkpoint to name in trainer.{t.state.fn}() "
+                                     "with `fast_dev_run=True`. Such a fit writes no checkpoints: pass an exact "
+                                     "checkpoint path (ckpt_path=PATH), or ckpt_path='current' for the model as it is.")
         if cb is None:
             raise ConfigurationError("ckpt_path='best' needs a checkpoint callback: `ModelCheckpoint` is not "
                                      "configured (enable_checkpointing=False?). Pass the checkpoint's path instead.")

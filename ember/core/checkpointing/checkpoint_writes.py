@@ -27,7 +27,7 @@ import torch
 
 from ember.core.checkpointing import writer_process
 from ember.core.checkpointing.async_writer import BackgroundWriter, SnapshotBuffers, snapshot
-from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain
+from ember.core.checkpointing.checkpoint_format import PLAIN_SCALARS, NotPlain, make_plain, walk_once
 from ember.core.errors import CheckpointError, ConfigurationError
 
 Op = tuple[str, str, Any]  # ("save" or "remove", path, what the storage gets or None)
@@ -109,19 +109,24 @@ class Writes:
         on the training thread, else a form that belongs to this moment (see the module docstring). A small
         checkpoint is serialised rather than snapshotted because pickling on the writer thread would compete
         with the training thread for the interpreter lock and cost it more."""
+        # Lightning's second names of plugin states (callbacks[state_key]) are walked once: see walk_once
+        def plain(obj: dict[str, Any], tensor: Callable[[torch.Tensor], Any] | None = None) -> dict[str, Any]:
+            return walk_once(obj, lambda c: make_plain(c, tensor=tensor))  # type: ignore[no-any-return]
+
         try:
             if self.stager is not None:
-                return self.stager(trainer=self.trainer, checkpoint=make_plain(checkpoint))
+                return self.stager(trainer=self.trainer, checkpoint=plain(checkpoint))
             if self.process:  # copied into shared memory by submit()
-                return make_plain(checkpoint)
+                return plain(checkpoint)
             if self.serializer is not None:
-                checkpoint = make_plain(checkpoint)
-                data = self.serializer(checkpoint) if small_enough(checkpoint) else None
+                checkpoint = plain(checkpoint)
+                data = self.serializer(checkpoint) if small_enough(checkpoint) else None  # (names counted twice)
                 if data is not None:
                     return data
             if self.background:
-                return snapshot(checkpoint, buffers, lambda obj, tensor: make_plain(obj, tensor=tensor))
-            return make_plain(checkpoint)
+                return walk_once(checkpoint, lambda c: snapshot(c, buffers, lambda obj, tensor: make_plain(
+                    obj, tensor=tensor)))
+            return plain(checkpoint)
         except NotPlain as exc:
             raise CheckpointError(
                 f"cannot write {path}: {exc} is not something torch.load(weights_only=True) can read "
@@ -138,7 +143,7 @@ class Writes:
             snapshots: dict[int, Any] = {}  # a checkpoint the process cannot take: the thread writes a snapshot
             for _, _, checkpoint in ops:
                 if checkpoint is not None and id(checkpoint) not in snapshots:
-                    snapshots[id(checkpoint)] = snapshot(checkpoint, buffers)
+                    snapshots[id(checkpoint)] = walk_once(checkpoint, lambda c: snapshot(c, buffers))
             ops = [(op, path, None if c is None else snapshots[id(c)]) for op, path, c in ops]
         writer.submit(lambda at: self.carry_out(hook, ops, at))
 

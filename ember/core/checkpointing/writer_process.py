@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from ember.core.checkpointing.checkpoint_format import make_plain
+from ember.core.checkpointing.checkpoint_format import make_plain, walk_once
 from ember.core.errors import CheckpointError
 
 log = logging.getLogger("ember")
@@ -87,7 +87,7 @@ def describe(checkpoints: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
             tensors.append(tensor)
         return shared
 
-    return [make_plain(c, tensor=place) for c in checkpoints], tensors
+    return [walk_once(c, lambda c: make_plain(c, tensor=place)) for c in checkpoints], tensors
 
 
 def _views(buffer: torch.Tensor, layout: Layout) -> list[torch.Tensor]:
@@ -194,7 +194,7 @@ def rebuild(descriptions: list[Any], layout: Layout, memory: memoryview | None) 
             return kind([walk(v) for v in obj])
         return obj
 
-    return [walk(d) for d in descriptions]
+    return [walk_once(d, walk) for d in descriptions]
 
 
 def carry_out(storage: Any, ops: list[Op], checkpoints: list[Any], at: Callable[[str], None]) -> None:

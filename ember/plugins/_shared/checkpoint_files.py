@@ -293,8 +293,9 @@ def _first_line_with(text: str, *needles: str) -> str:
     return ""
 
 
-def safe_load(path: str, weights_only: bool = True) -> Any:
-    """``torch.load`` to the CPU, with every failure reported as a CheckpointError naming ``path``."""
+def safe_load(path: str, weights_only: bool = True, map_location: Any = "cpu") -> Any:
+    """``torch.load`` (to the CPU unless ``map_location`` says otherwise), with every failure reported as a
+    CheckpointError naming ``path``."""
     if not os.path.exists(path):
         raise MissingCheckpointError(f"no checkpoint at {path}: the file does not exist.")
     if is_sharded_directory(path):
@@ -327,7 +328,7 @@ def safe_load(path: str, weights_only: bool = True) -> Any:
     if not weights_only:
         warn_unsafe_load(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=weights_only)
+        return torch.load(path, map_location=map_location, weights_only=weights_only)
     except pickle.UnpicklingError as exc:
         detail = _first_line_with(str(exc), "GLOBAL", "global")
         if weights_only and detail:

@@ -25,6 +25,8 @@ import time
 from datetime import timedelta
 from typing import Any, Literal
 
+import torch
+
 from ember.core.checkpointing.checkpoint import default_checkpoint_dir
 from ember.core.errors import ConfigurationError
 from ember.hookspecs import hookimpl
@@ -50,6 +52,23 @@ class _AnyModelCheckpoint(type):
 def _alias(name: str, doc: str) -> property:
     """Lightning's private attribute name for ember's attribute ``name`` (read and written through)."""
     return property(lambda self: getattr(self, name), lambda self, value: setattr(self, name, value), doc=doc)
+
+
+def _score(name: str, doc: str) -> property:
+    """A score kept as a number (ember's ranking compares numbers) and read as a tensor of the monitored value's
+    dtype, as in Lightning: ``tensor(0.3) == 0.3`` holds for a float32 value logged as 0.3, where the float it
+    became (0.30000001192092896) does not."""
+
+    def read(self: Any) -> Any:
+        value = self.__dict__.get(name)
+        if value is None or isinstance(value, torch.Tensor):
+            return value
+        return torch.tensor(value, dtype=self.__dict__.get("_score_dtype") or torch.get_default_dtype())
+
+    def write(self: Any, value: Any) -> None:
+        self.__dict__[name] = value
+
+    return property(read, write, doc=f"{doc[0].upper()}{doc[1:]}: a tensor, as in Lightning.")
 
 
 class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
@@ -82,6 +101,9 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
                          save_on_train_epoch_end=save_on_train_epoch_end,
                          enable_version_counter=enable_version_counter, save_on_exception=save_on_exception)
         self._dirpath_as_given = os.fspath(dirpath) if dirpath is not None else ""
+
+    current_score = _score("current_score", "the monitored value of the newest ranked checkpoint")
+    best_model_score = _score("best_model_score", "the monitored value of the best checkpoint")
 
     _every_n_train_steps = _alias("every_n_train_steps", "Lightning's name of ``every_n_train_steps``")
     _every_n_epochs = _alias("every_n_epochs", "Lightning's name of ``every_n_epochs``")
@@ -194,6 +216,9 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
 
     def _update_best_and_save(self, current: Any, trainer: Any, monitor_candidates: dict[str, Any]) -> None:
         """Enter ``current`` in ``best_k_models``, save its checkpoint and remove the one it displaces."""
+        value = monitor_candidates.get(self.monitor) if self.monitor else None
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            self._score_dtype = value.dtype  # the scores read back as tensors of the logged value's dtype
         super()._update_and_save(trainer, float(current), monitor_candidates)
 
     def _get_metric_interpolated_filepath_name(self, monitor_candidates: dict[str, Any], trainer: Any,
