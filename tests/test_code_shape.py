@@ -37,6 +37,10 @@ OWN_PRIVATE = {
     "__init__.py: mps._get_all_available_mps_gpus": "Lightning's own (private) function name, in ember's twin of "
                                                     "lightning.fabric.accelerators.mps: tests written for Lightning "
                                                     "patch it to fake an MPS device, so the count is read through it",
+    "checkpoint_connector.py: trainer_class._checkpoint_connector": "Lightning's own (private) name on its "
+                                                                    "Trainer, which code written for Lightning "
+                                                                    "calls; given to the Trainer class once a "
+                                                                    "script takes Lightning's Trainer",
     "data_connector.py: trainer_class._data_connector": "Lightning's own (private) name on its Trainer, which code "
                                                         "written for Lightning calls; given to the Trainer class once "
                                                         "a script takes Lightning's Trainer",

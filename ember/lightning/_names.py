@@ -117,6 +117,7 @@ def lightning_trainer() -> type:
     from ember.lightning import data_connector
     from ember.lightning.fabric.accelerators import route_device_counts
     from ember.lightning.fabric.utilities.data import route_cpu_count
+    from ember.lightning.pytorch.trainer import checkpoint_connector
 
     for identity, factory in LIGHTNING_DEFAULTS.items():
         if options.substitute_for(identity) is None:
@@ -124,8 +125,5 @@ def lightning_trainer() -> type:
     route_cpu_count()
     route_device_counts()
     data_connector.install(Trainer)
-    if "_checkpoint_connector" not in vars(Trainer):  # Lightning's private connector, over trainer.checkpointing
-        from ember.lightning.pytorch.trainer.checkpoint_connector import CheckpointConnector
-
-        Trainer._checkpoint_connector = property(CheckpointConnector)  # type: ignore[attr-defined]
+    checkpoint_connector.install(Trainer)  # Lightning's private connector, over trainer.checkpointing
     return Trainer

@@ -239,7 +239,7 @@ class Checkpointing:
         self.writer.wait()  # in order with the write in flight; raises its error
         built: dict[bool, Any] = {}
         ops: list[Op] = []
-        with self._plugins_registered() as hook:
+        with self.plugins_registered() as hook:
             writes = Writes(t, self._deferring)
             for op, path, weights_only in requests:
                 if op == "remove":
@@ -257,7 +257,7 @@ class Checkpointing:
                 hook.call("barrier", trainer=t, name="save_checkpoint")
 
     @contextlib.contextmanager
-    def _plugins_registered(self) -> Iterator[Any]:
+    def plugins_registered(self) -> Iterator[Any]:
         """The run's plugins, registered for the duration (already so inside a run, its ``on_exception`` included)."""
         t = self.trainer
         if t.state.status == "running" or t.plugin_manager.has_plugin("core.defaults"):
@@ -327,7 +327,7 @@ class Checkpointing:
     def dump(self, weights_only: bool = False) -> dict[str, Any]:
         """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),
         written nowhere."""
-        with self._plugins_registered():
+        with self.plugins_registered():
             return self.build(weights_only)
 
     def restore_weights_and_plugins(self, path: str) -> dict[str, Any]:
@@ -335,7 +335,7 @@ class Checkpointing:
         at ``path``, outside a fit; the optimizers and the loop's progress are left as they are. Returns the
         checkpoint read."""
         t = self.trainer
-        with self._plugins_registered():
+        with self.plugins_registered():
             checkpoint = check_format(read(t.plugin_manager, t, path, True), path)
             if checkpoint.get("kind") == "weights":
                 raise CheckpointError(f"{path} holds the module's weights only (saved with weights_only=True): there "

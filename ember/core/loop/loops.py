@@ -17,7 +17,6 @@ implements is None and is skipped for the price of an attribute test.
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from collections.abc import Mapping
@@ -27,7 +26,6 @@ import attrs
 import torch
 
 from ember.core.errors import (
-    AutomaticOptimizationError,
     CheckpointError,
     ConfigurationError,
     PossibleUserWarning,
@@ -40,8 +38,7 @@ from ember.core.loop.data import LIMIT_ARG, LOADER_METHODS, has_source, num_batc
 from ember.core.loop.evaluation import EvaluationLoop, by_dataloader
 from ember.core.loop.loop_views import LoopViews
 from ember.core.loop.metrics import MetricLog
-from ember.core.loop.module_overrides import overridden
-from ember.core.loop.optim import parse_optimizers, validate_schedulers
+from ember.core.loop.optim import check_optimization, parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
 from ember.core.loop.state import EPOCH_HOOK, FitProgress, Launched, LogContext, Progress, StateName
@@ -385,31 +382,7 @@ class Loops:
         module = t.module
         optimizers, schedulers = parse_optimizers(module.configure_optimizers(),
                                                   getattr(module, "automatic_optimization", True))
-        automatic = getattr(module, "automatic_optimization", True)
-        validate_schedulers(schedulers, automatic, overridden(module, "lr_scheduler_step") is not None)
-        cfg = t.config
-        if not automatic and cfg.gradient_clip_val:
-            raise ConfigurationError(
-                f"Trainer(gradient_clip_val={cfg.gradient_clip_val}) clips under automatic optimization only; "
-                "under manual optimization call self.clip_gradients(opt, gradient_clip_val=...) in training_step "
-                "before opt.step(), and remove the RunningTrainer argument.")
-        if not automatic and cfg.accumulate_grad_batches > 1:
-            raise ConfigurationError(
-                f"Trainer(accumulate_grad_batches={cfg.accumulate_grad_batches}) accumulates under automatic "
-                "optimization only; under manual optimization step the optimizer every N batches yourself.")
-        if automatic and len(optimizers) > 1:
-            raise AutomaticOptimizationError(
-                f"configure_optimizers() returned {len(optimizers)} optimizers; training with multiple optimizers is "
-                "only supported with manual optimization. Set `self.automatic_optimization = False` in __init__ and "
-                "step them in training_step (see the manual optimization guide).")
-        if automatic and "optimizer_idx" in _parameters(getattr(module, "training_step", None)):
-            raise AutomaticOptimizationError(
-                f"{type(module).__name__}.training_step takes `optimizer_idx`, which the loop never passes (Lightning "
-                "1.x passed it to step several optimizers). Remove the `optimizer_idx` argument from `training_step`"
-                ", and step several optimizers under manual optimization (`self.automatic_optimization = False`).")
-        if not optimizers:
-            warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
-                          "training_step without optimizer steps.", stacklevel=4)
+        check_optimization(module, t.config, optimizers, schedulers)
         t.optimizers = optimizers
         t.lr_scheduler_configs = schedulers
         model = t.hook.setup_module(trainer=t, module=module)
@@ -499,10 +472,3 @@ def _warn_eval_modules(module: Any) -> None:
                   "mode while training (dropout off, batch-norm statistics frozen). If that is not intended, call "
                   "module.train() before trainer.fit(); if it is, ignore this warning.", PossibleUserWarning)
 
-
-def _parameters(function: Any) -> Any:
-    """The parameter names of ``function`` (none when it has no signature)."""
-    try:
-        return inspect.signature(function).parameters
-    except (TypeError, ValueError):
-        return {}

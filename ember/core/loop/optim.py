@@ -10,7 +10,8 @@ from typing import Any
 import attrs
 import torch
 
-from ember.core.errors import ConfigurationError, SchedulerStateError, suggest, warn_user
+from ember.core.errors import AutomaticOptimizationError, ConfigurationError, SchedulerStateError, suggest, warn_user
+from ember.core.loop.module_overrides import overridden
 
 _SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
 _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
@@ -204,6 +205,44 @@ def validate_schedulers(configs: list[SchedulerConfig], automatic: bool, steps_i
                 f" its step({', '.join(signature.parameters)}) cannot be called as the loop steps a scheduler (step(), or step(metric) with"
                 " 'reduce_on_plateau'). Override lr_scheduler_step(self, scheduler, metric) in the module to step it"
                 " yourself.") from None
+
+
+def check_optimization(module: Any, config: Any, optimizers: list[Any], schedulers: list[SchedulerConfig]) -> None:
+    """At a fit's start: refuse what the module's optimization and the Trainer's arguments cannot do together
+    (manual optimization with clipping or accumulation, several optimizers or an ``optimizer_idx`` step under
+    automatic optimization, schedulers the loop cannot step or save); warn when there is no optimizer."""
+    automatic = getattr(module, "automatic_optimization", True)
+    validate_schedulers(schedulers, automatic, overridden(module, "lr_scheduler_step") is not None)
+    if not automatic and config.gradient_clip_val:
+        raise ConfigurationError(
+            f"Trainer(gradient_clip_val={config.gradient_clip_val}) clips under automatic optimization only; "
+            "under manual optimization call self.clip_gradients(opt, gradient_clip_val=...) in training_step "
+            "before opt.step(), and remove the RunningTrainer argument.")
+    if not automatic and config.accumulate_grad_batches > 1:
+        raise ConfigurationError(
+            f"Trainer(accumulate_grad_batches={config.accumulate_grad_batches}) accumulates under automatic "
+            "optimization only; under manual optimization step the optimizer every N batches yourself.")
+    if automatic and len(optimizers) > 1:
+        raise AutomaticOptimizationError(
+            f"configure_optimizers() returned {len(optimizers)} optimizers; training with multiple optimizers is "
+            "only supported with manual optimization. Set `self.automatic_optimization = False` in __init__ and "
+            "step them in training_step (see the manual optimization guide).")
+    if automatic and "optimizer_idx" in _parameters(getattr(module, "training_step", None)):
+        raise AutomaticOptimizationError(
+            f"{type(module).__name__}.training_step takes `optimizer_idx`, which the loop never passes (Lightning "
+            "1.x passed it to step several optimizers). Remove the `optimizer_idx` argument from `training_step`"
+            ", and step several optimizers under manual optimization (`self.automatic_optimization = False`).")
+    if not optimizers:
+        warnings.warn("configure_optimizers() returned no optimizer: fit will run with no optimizer, calling "
+                      "training_step without optimizer steps.", stacklevel=5)
+
+
+def _parameters(function: Any) -> Any:
+    """The parameter names of ``function`` (none when it has no signature)."""
+    try:
+        return inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
 
 
 _needs_closure: dict[type, bool] = {}

@@ -214,9 +214,7 @@ class TrainingLoop:
                 self.run_validation()
             if automatic and p.global_step != step_before and t.lr_scheduler_configs:
                 schedulers.step(self, "step", plateau=True)
-            if is_last or (max_steps != -1 and p.global_step >= max_steps):
-                break
-            if p.should_stop and self.can_stop():
+            if is_last or (max_steps != -1 and p.global_step >= max_steps) or (p.should_stop and self.can_stop()):
                 break
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)

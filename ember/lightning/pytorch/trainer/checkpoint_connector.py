@@ -39,7 +39,7 @@ class CheckpointConnector:
         would choose it."""
         t = self.trainer
         t.state.fn = str(getattr(state_fn, "value", state_fn))
-        with t.checkpointing._plugins_registered():
+        with t.checkpointing.plugins_registered():
             return t.checkpointing.resolve(ckpt_path)  # type: ignore[no-any-return]
 
     def _restore_modules_and_callbacks(self, checkpoint_path: str | os.PathLike | None = None) -> None:
@@ -61,3 +61,9 @@ class CheckpointConnector:
         raise NotImplementedError(f"ember restores the training state of {path} in trainer.fit(model, "
                                   "ckpt_path=...), where the fit continues from it; its weights and callback states "
                                   "alone load with trainer._checkpoint_connector._restore_modules_and_callbacks().")
+
+
+def install(trainer_class: type) -> None:
+    """Give ``trainer_class`` the ``_checkpoint_connector`` attribute (once a script takes Lightning's Trainer)."""
+    if "_checkpoint_connector" not in vars(trainer_class):
+        trainer_class._checkpoint_connector = property(CheckpointConnector)  # type: ignore[attr-defined]
