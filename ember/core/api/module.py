@@ -28,7 +28,54 @@ if TYPE_CHECKING:
     from ember.core.loop.parts import RunningTrainer
 
 
-class Module(HyperparametersMixin, torch.nn.Module):
+class StepPlaceholders:
+    """What the Trainer looks for on a module, as placeholders until a class defines them (as on LightningModule, so
+    that code wrapping the class's methods finds them; a placeholder counts as absent:
+    :func:`ember.core.hooks.positional.defines`). The last base of :class:`Module`, so that a mixin after it
+    (``class M(ember.Module, MyNet)``) still gives its own ``training_step`` or ``configure_optimizers``."""
+
+    @base_hook
+    def training_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One training batch: return the loss (a tensor, a dict with ``"loss"``, or None to skip the batch).
+        Required by ``trainer.fit``."""
+        warn_user(f"{type(self).__name__}.training_step() is not defined: define it to train the module.")
+
+    @base_hook
+    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One validation batch (log with ``self.log``). Without it a fit does not validate."""
+
+    @base_hook
+    def test_step(self, *args: Any, **kwargs: Any) -> Any:
+        """One test batch (log with ``self.log``). Required by ``trainer.test``."""
+
+    @base_hook
+    def configure_optimizers(self) -> Any:
+        """The optimizers (and schedulers) of a fit: every return shape Lightning accepts. Required by
+        ``trainer.fit``."""
+        warn_user(f"{type(self).__name__}.configure_optimizers() is not defined: define it to train the module.")
+
+    @base_hook
+    def train_dataloader(self) -> Any:
+        """The training data, when ``fit`` is given none and there is no DataModule."""
+        raise _missing_loader(self, "train_dataloader")
+
+    @base_hook
+    def val_dataloader(self) -> Any:
+        """The validation data (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "val_dataloader")
+
+    @base_hook
+    def test_dataloader(self) -> Any:
+        """The test data (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "test_dataloader")
+
+    @base_hook
+    def predict_dataloader(self) -> Any:
+        """The data to predict on (a loader or a list of them), when none is given and there is no DataModule."""
+        raise _missing_loader(self, "predict_dataloader")
+
+
+class Module(HyperparametersMixin, torch.nn.Module, StepPlaceholders):
     """Optional base class for models trained by ``ember.Trainer``."""
 
     #: Set to False to step optimizers yourself in ``training_step`` (``manual_backward``, ``optimizers()``).
@@ -261,49 +308,6 @@ class Module(HyperparametersMixin, torch.nn.Module):
             yield
         finally:
             self.untoggle_optimizer(optimizer)
-
-    # -- what the Trainer looks for: placeholders until a subclass defines them --------------------------
-    # (as on LightningModule, so that code wrapping the class's methods finds them; a placeholder counts as
-    # absent: ember.core.hooks.positional.defines)
-    @base_hook
-    def training_step(self, *args: Any, **kwargs: Any) -> Any:
-        """One training batch: return the loss (a tensor, a dict with ``"loss"``, or None to skip the batch).
-        Required by ``trainer.fit``."""
-        warn_user(f"{type(self).__name__}.training_step() is not defined: define it to train the module.")
-
-    @base_hook
-    def validation_step(self, *args: Any, **kwargs: Any) -> Any:
-        """One validation batch (log with ``self.log``). Without it a fit does not validate."""
-
-    @base_hook
-    def test_step(self, *args: Any, **kwargs: Any) -> Any:
-        """One test batch (log with ``self.log``). Required by ``trainer.test``."""
-
-    @base_hook
-    def configure_optimizers(self) -> Any:
-        """The optimizers (and schedulers) of a fit: every return shape Lightning accepts. Required by
-        ``trainer.fit``."""
-        warn_user(f"{type(self).__name__}.configure_optimizers() is not defined: define it to train the module.")
-
-    @base_hook
-    def train_dataloader(self) -> Any:
-        """The training data, when ``fit`` is given none and there is no DataModule."""
-        raise _missing_loader(self, "train_dataloader")
-
-    @base_hook
-    def val_dataloader(self) -> Any:
-        """The validation data (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "val_dataloader")
-
-    @base_hook
-    def test_dataloader(self) -> Any:
-        """The test data (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "test_dataloader")
-
-    @base_hook
-    def predict_dataloader(self) -> Any:
-        """The data to predict on (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "predict_dataloader")
 
     @base_hook
     def on_validation_model_zero_grad(self) -> None:
