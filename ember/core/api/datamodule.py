@@ -22,23 +22,12 @@ from ember.core.errors import ConfigurationError
 from ember.core.hooks.positional import STYLE_ATTR, add_base_hooks, base_hook
 
 
-class DataModule(HyperparametersMixin):
-    """Subclass and define ``train_dataloader()``, ``val_dataloader()``, ... and the hooks you need."""
+class LoaderPlaceholders:
+    """The four data methods, as placeholders until a class defines them (or a DataModule's ``from_datasets``): a
+    placeholder counts as absent to the Trainer (:func:`ember.core.hooks.positional.defines`), and calling one
+    says what is missing. The last base of :class:`DataModule` and of ``ember.Module``, so that a mixin after
+    either still gives its own."""
 
-    #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
-    trainer: Any = None
-    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
-    prepare_data_per_node: bool = True
-    #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's keys).
-    CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
-    CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
-    CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
-
-    def __init__(self) -> None:
-        super().__init__()
-
-    # -- the data: placeholders until a subclass (or from_datasets) defines them (a placeholder counts as absent
-    # to the Trainer, see ember.core.hooks.positional.defines); calling one says what is missing
     @base_hook
     def train_dataloader(self) -> Any:
         """The training data."""
@@ -58,6 +47,22 @@ class DataModule(HyperparametersMixin):
     def predict_dataloader(self) -> Any:
         """The data to predict on (a loader or a list of them)."""
         raise _missing(self, "predict_dataloader")
+
+
+class DataModule(HyperparametersMixin, LoaderPlaceholders):
+    """Subclass and define ``train_dataloader()``, ``val_dataloader()``, ... and the hooks you need."""
+
+    #: The Trainer running this DataModule (set by ``trainer.fit``/``validate``/... ; None before).
+    trainer: Any = None
+    #: False: ``prepare_data`` runs on the first node only (on local rank 0 of every node by default).
+    prepare_data_per_node: bool = True
+    #: Where a checkpoint keeps the DataModule's hyperparameters (Lightning's keys).
+    CHECKPOINT_HYPER_PARAMS_KEY = "datamodule_hyper_parameters"
+    CHECKPOINT_HYPER_PARAMS_NAME = "datamodule_hparams_name"
+    CHECKPOINT_HYPER_PARAMS_TYPE = "datamodule_hparams_type"
+
+    def __init__(self) -> None:
+        super().__init__()
 
     @base_hook
     def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
@@ -136,9 +141,10 @@ class MissingDataloaderError(ConfigurationError, AttributeError):
     """A DataModule was asked for a dataloader method it does not define."""
 
 
-def _missing(datamodule: Any, name: str) -> MissingDataloaderError:
-    return MissingDataloaderError(f"`{name}` must be implemented in {type(datamodule).__name__} (or its dataset given "
-                                  "to from_datasets) before the DataModule can be asked for it.")
+def _missing(owner: Any, name: str) -> MissingDataloaderError:
+    return MissingDataloaderError(f"`{name}` must be implemented in {type(owner).__name__} before it can be asked for "
+                                  f"data: define {name}() (a DataModule may take its datasets from from_datasets), "
+                                  "or pass the loaders to the Trainer's method.")
 
 
 def _loaders_of(datasets: Any, shuffle: bool, batch_size: int, num_workers: int) -> Callable[[], Any]:

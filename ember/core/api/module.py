@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ember.core.api.datamodule import LoaderPlaceholders
 from ember.core.api.hparams import AttributeDict, HyperparametersMixin
 from ember.core.errors import warn_user
 from ember.core.hooks.plugin_manager import EVENT_HOOKS, NOT_CALLED
@@ -28,11 +29,12 @@ if TYPE_CHECKING:
     from ember.core.loop.parts import RunningTrainer
 
 
-class StepPlaceholders:
+class StepPlaceholders(LoaderPlaceholders):
     """What the Trainer looks for on a module, as placeholders until a class defines them (as on LightningModule, so
     that code wrapping the class's methods finds them; a placeholder counts as absent:
     :func:`ember.core.hooks.positional.defines`). The last base of :class:`Module`, so that a mixin after it
-    (``class M(ember.Module, MyNet)``) still gives its own ``training_step`` or ``configure_optimizers``."""
+    (``class M(ember.Module, MyNet)``) still gives its own ``training_step`` or ``configure_optimizers``; the
+    data methods are :class:`~ember.core.api.datamodule.LoaderPlaceholders`."""
 
     @base_hook
     def training_step(self, *args: Any, **kwargs: Any) -> Any:
@@ -53,26 +55,6 @@ class StepPlaceholders:
         """The optimizers (and schedulers) of a fit: every return shape Lightning accepts. Required by
         ``trainer.fit``."""
         warn_user(f"{type(self).__name__}.configure_optimizers() is not defined: define it to train the module.")
-
-    @base_hook
-    def train_dataloader(self) -> Any:
-        """The training data, when ``fit`` is given none and there is no DataModule."""
-        raise _missing_loader(self, "train_dataloader")
-
-    @base_hook
-    def val_dataloader(self) -> Any:
-        """The validation data (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "val_dataloader")
-
-    @base_hook
-    def test_dataloader(self) -> Any:
-        """The test data (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "test_dataloader")
-
-    @base_hook
-    def predict_dataloader(self) -> Any:
-        """The data to predict on (a loader or a list of them), when none is given and there is no DataModule."""
-        raise _missing_loader(self, "predict_dataloader")
 
 
 class Module(HyperparametersMixin, torch.nn.Module, StepPlaceholders):
@@ -413,13 +395,6 @@ class Module(HyperparametersMixin, torch.nn.Module, StepPlaceholders):
         state = dict(self.__dict__)
         state["_trainer"] = None
         return state
-
-
-def _missing_loader(obj: Any, name: str) -> Exception:
-    from ember.core.api.datamodule import MissingDataloaderError
-
-    return MissingDataloaderError(f"`{name}` must be implemented in {type(obj).__name__} before the Trainer can ask "
-                                  f"it for data: define {name}(), or pass the loaders to the Trainer's method.")
 
 
 setattr(Module, STYLE_ATTR, "module")
