@@ -4,31 +4,18 @@ each ``log_metrics`` call's step and values and each ``log_hyperparams`` call.""
 
 from __future__ import annotations
 
-import json
-import sys
-import warnings
-from pathlib import Path
-
 import pytest
 
 from ember import hookimpl as ember_hookimpl
+from tests.lightning.recorded import on_ember as run_on_ember
+from tests.lightning.recorded import recorded
 
-HERE = Path(__file__).parent / "lightning"
-RECORDED = json.loads((HERE / "logger_calls.json").read_text())["recorded"]
+RECORDED = recorded("logger_calls.json")
 
 
 @pytest.fixture(scope="module")
 def on_ember() -> dict:
-    import ember.lightning.pytorch as pl
-
-    sys.path.insert(0, str(HERE))
-    try:
-        from record_logger_calls import scenarios
-    finally:
-        sys.path.remove(str(HERE))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging intervals
-        return scenarios(pl)
+    return run_on_ember("record_logger_calls")
 
 
 @pytest.mark.parametrize("case", sorted(RECORDED))

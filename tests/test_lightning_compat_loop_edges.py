@@ -5,29 +5,19 @@ length in a fit that only ``max_steps`` bounds."""
 
 from __future__ import annotations
 
-import json
-import sys
-import warnings
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).parent / "lightning"
-RECORDED = json.loads((HERE / "loop_edges.json").read_text())["recorded"]
+from tests.lightning.recorded import on_ember as run_on_ember
+from tests.lightning.recorded import recorded
+
+RECORDED = recorded("loop_edges.json")
 
 
 @pytest.fixture(scope="module")
 def on_ember() -> dict:
-    import ember.lightning.pytorch as pl
-
-    sys.path.insert(0, str(HERE))
-    try:
-        from record_loop_edges import scenarios
-    finally:
-        sys.path.remove(str(HERE))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Lightning's advice on workers and logging intervals
-        return scenarios(pl)
+    return run_on_ember("record_loop_edges")
 
 
 @pytest.mark.parametrize("case", sorted(RECORDED))
