@@ -194,3 +194,16 @@ def test_the_checkpoint_stall_benchmark_times_each_writer() -> None:
     assert rows[0].startswith("0M parameters (0 MiB of weights), 3 epochs of")
     assert rows[2].split() == ["first", "save", "in", "save", "waited", "slowed", "stall"]
     assert [" ".join(row.split()[:-5]) for row in rows[3:]] == ["writer thread", "writer process", "synchronous"]
+
+
+def test_the_epoch_phases_benchmark_splits_a_fit_at_its_first_and_last_batch() -> None:
+    from benchmarks import epoch_phases, workloads
+
+    setup, epochs, end = epoch_phases.one_fit(workloads.short_epochs(2), {})
+    assert setup > 0 and epochs > 0 and end > 0
+    table = epoch_phases.format_table({"defaults": [(setup, epochs, end)], "all three off": [(1e-3, 2e-3, 3e-3)]}, 2)
+    lines = table.splitlines()
+    assert lines[0].startswith("short epochs, 2 x (32 train + 8 val steps)")
+    assert lines[1].split() == ["row", "set-up", "epochs", "end"]
+    assert lines[3].split() == ["all", "three", "off", "1.0", "(", "1.0)", "2.0", "(", "2.0)", "3.0", "(", "3.0)"]
+    assert set(epoch_phases.rows()) >= {"defaults", "checkpointing off", "progress bar off", "logger off"}
