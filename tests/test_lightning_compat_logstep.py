@@ -117,8 +117,8 @@ def test_a_logger_method_replaced_on_the_class_is_called_by_name_and_never_compa
     for _ in range(2):  # the second Trainer reads the class from the cache, with another mock in it
         replaced = mock.MagicMock()
         monkeypatch.setattr(TensorBoardLogger, "log_metrics", replaced)
-        trainer = pl.Trainer(default_root_dir=tmp_path, max_steps=2, limit_val_batches=0, log_every_n_steps=1,
-                             logger=TensorBoardLogger(tmp_path), enable_progress_bar=False)
+        trainer = pl.Trainer(accelerator="cpu", default_root_dir=tmp_path, max_steps=2, limit_val_batches=0,
+                             log_every_n_steps=1, logger=TensorBoardLogger(tmp_path), enable_progress_bar=False)
         trainer.fit(Model())
         assert replaced.mock_calls[:2] == [mock.call(metrics=mock.ANY, step=0), mock.call(metrics=mock.ANY, step=1)]
 
@@ -199,8 +199,8 @@ def test_a_logger_object_that_answers_no_hook_is_used_as_lightning_uses_it(tmp_p
             return super().training_step(batch, batch_idx)
 
     duck = Duck()
-    trainer = pl.Trainer(default_root_dir=tmp_path, max_steps=1, limit_val_batches=0, log_every_n_steps=1,
-                         logger=duck, enable_progress_bar=False, enable_checkpointing=False)
+    trainer = pl.Trainer(accelerator="cpu", default_root_dir=tmp_path, max_steps=1, limit_val_batches=0,
+                         log_every_n_steps=1, logger=duck, enable_progress_bar=False, enable_checkpointing=False)
     assert trainer.logger is duck and trainer.loggers == [duck] and duck not in trainer.callbacks
     trainer.fit(Model())
     assert duck.calls == [("log_hyperparams", {"width": 4}), ("log_graph", "Model"), ("save",),

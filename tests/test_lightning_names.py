@@ -219,7 +219,7 @@ def test_misconfiguration_exception_catches_embers_configuration_errors() -> Non
     from ember.lightning.pytorch.utilities.exceptions import MisconfigurationException
 
     with pytest.raises(MisconfigurationException):
-        pl.Trainer(gradient_clip_algorithm="sideways")
+        pl.Trainer(accelerator="cpu", gradient_clip_algorithm="sideways")
 
 
 def test_rank_zero_helpers(monkeypatch: pytest.MonkeyPatch) -> None:
