@@ -24,10 +24,18 @@ def _default_state_key(cls: type) -> bool:
     return found
 
 
+_HAS_STATE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+
 def _has_state(cls: type) -> bool:
     """``cls`` defines ``state_dict`` and ``load_state_dict``: looked up on the class, so that an object that answers
-    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints."""
-    return all(callable(inspect.getattr_static(cls, name, None)) for name in ("state_dict", "load_state_dict"))
+    any attribute (a ``MagicMock`` logger in a test) does not put its answers into checkpoints; once per class, not
+    per save (a class's methods are not expected to come or go between saves)."""
+    found = _HAS_STATE.get(cls)
+    if found is None:
+        found = _HAS_STATE[cls] = all(callable(inspect.getattr_static(cls, name, None))
+                                      for name in ("state_dict", "load_state_dict"))
+    return found
 
 
 def stateful(trainer: Any, names: dict[str, str] | None = None) -> list[tuple[str, Any]]:

@@ -7,6 +7,7 @@ The error messages follow Lightning's wording where Lightning users match on it 
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 from datetime import timedelta
@@ -77,18 +78,28 @@ def number(value: Any) -> float:
 
 def format_name(template: str, metrics: dict[str, Any], insert_names: bool, equals: str) -> str:
     """Fill ``{name}`` / ``{name:fmt}`` fields; names may contain dots and slashes (``{val/loss:.2f}``)."""
-    names = sorted(set(re.findall(r"\{([^{}:]+)(?::[^{}]*)?\}", template)), key=len, reverse=True)
+    pattern, names = _prepared(template, insert_names, equals)
     values = {}
     for name in names:  # read to the host only the values the name uses
         value = metrics.get(name, 0)
         values[name] = value.item() if isinstance(value, torch.Tensor) and value.numel() == 1 else value
+    return pattern.format(values)
+
+
+@functools.lru_cache(maxsize=64)
+def _prepared(template: str, insert_names: bool, equals: str) -> tuple[str, tuple[str, ...]]:
+    """``template`` as a ``str.format`` pattern over one mapping (``{0[val/loss]:.2f}``), and the names it reads:
+    worked out once per template, not at every save."""
+    names = sorted(set(re.findall(r"\{([^{}:]+)(?::[^{}]*)?\}", template)), key=len, reverse=True)
+    for name in names:
         pattern = re.compile(r"\{" + re.escape(name) + r"(:[^{}]*)?\}")
         prefix = f"{name}{equals}" if insert_names else ""
+
         def field(m: re.Match[str], p: str = prefix, n: str = name) -> str:
             return p + "{0[" + n + "]" + (m.group(1) or "") + "}"
 
         template = pattern.sub(field, template)
-    return template.format(values)
+    return template, tuple(names)
 
 
 def write_best_k_yaml(best_k_models: dict[str, Any], filepath: str | os.PathLike) -> None:
