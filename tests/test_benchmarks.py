@@ -207,3 +207,68 @@ def test_the_epoch_phases_benchmark_splits_a_fit_at_its_first_and_last_batch() -
     assert lines[1].split() == ["row", "set-up", "epochs", "end"]
     assert lines[3].split() == ["all", "three", "off", "1.0", "(", "1.0)", "2.0", "(", "2.0)", "3.0", "(", "3.0)"]
     assert set(epoch_phases.rows()) >= {"defaults", "checkpointing off", "progress bar off", "logger off"}
+
+
+# -- instruction counts (benchmarks/instructions.py) ----------------------------------------------------------
+_COUNTING = r"""
+void mark_start(void); void mark_stop(const char *name);
+volatile long sink;
+static void work(long n) { for (long i = 0; i < n; i++) sink += i; }
+int main(void) {
+    work(1000);            /* before the first mark: not counted */
+    mark_start(); work(10000); mark_stop("small/raw");
+    work(1000000);         /* between the marks: not counted */
+    mark_start(); work(40000); mark_stop("small/ember");
+    return 0;
+}
+"""
+
+
+def test_instruction_counts_cover_only_what_runs_between_the_marks(tmp_path: Path) -> None:
+    """Real valgrind, a real compiled marking library: each dump counts its own marked stretch and nothing else."""
+    from benchmarks import instructions
+
+    missing = instructions.missing_tools()
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)}")
+    library = instructions.compile_marks(str(tmp_path))
+    (tmp_path / "main.c").write_text(_COUNTING)
+    program = tmp_path / "counting"
+    subprocess.run(["cc", "-O0", "-o", str(program), str(tmp_path / "main.c"), library,
+                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    out = tmp_path / "dumps"
+    out.mkdir()
+    subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                    f"--callgrind-out-file={out}/callgrind.out", str(program)], check=True, capture_output=True)
+    counts = instructions.read_dumps(str(out))
+    assert set(counts) == {"small/raw", "small/ember"}
+    # four times the loop, four times the instructions (give or take the marks' own few)
+    assert 3.9 < counts["small/ember"] / counts["small/raw"] < 4.1, counts
+    table = instructions.format_table(counts, {"small": 100}, ["ember"], ["small"]).splitlines()
+    assert table[2] == "small (100 steps)"
+    assert table[3].split() == ["raw", f"{counts['small/raw'] / 100:,.0f}", "1.000"]
+    assert table[4].split()[-1] == f"{counts['small/ember'] / counts['small/raw']:.3f}"
+
+
+def test_instruction_counts_say_what_is_missing_instead_of_failing_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import instructions
+
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert "valgrind" in instructions.missing_tools()
+    with pytest.raises(SystemExit, match="needs valgrind"):
+        instructions.main(["--workloads", "short"])
+
+
+@pytest.mark.slow
+@pytest.mark.extended  # minutes under valgrind; the counting machinery is tested above on a C program
+def test_instruction_counts_of_a_short_fit_end_to_end() -> None:
+    from benchmarks import instructions
+
+    if instructions.missing_tools():
+        pytest.skip("needs valgrind and a C compiler")
+    out = subprocess.run([sys.executable, "-m", "benchmarks.instructions", "--workloads", "short", "--epochs", "1",
+                          "--loops", "ember"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines() if line.startswith("  ")}
+    assert set(rows) == {"raw", "ember"}
+    assert float(rows["raw"][2]) == 1.0 and float(rows["ember"][2]) > 1.0

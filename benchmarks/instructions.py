@@ -1,0 +1,192 @@
+"""Overhead as instructions executed, counted by valgrind: the same ratios as ``python -m benchmarks``, without the
+noise of a shared machine.
+
+    python -m benchmarks.instructions [--loops ember ember+defaults] [--workloads tiny128 short digits]
+
+On a virtual machine whose cores other jobs share, the wall clock of the same run moves by 30-60% and the ratio to
+the raw loop by up to 0.2 from one run to the next, which is more than the differences being measured. An
+instruction count does not move: this script runs itself under valgrind's ``callgrind`` tool and counts the
+instructions of each loop's fit (the raw PyTorch loop, ember, ember with its defaults), on each workload of
+:mod:`benchmarks.workloads`, every thread of the process included (a background checkpoint write counts, as it
+does on the ``cpu`` clock). What is counted is what the other sections time (from ``fit()`` to its return, the
+Trainer and the model made before). Each loop first runs a one-epoch fit uncounted (imports, first-call caches),
+then the workload's fit counted.
+It prints instructions per step and the ratio to the raw loop.
+
+An instruction is not a nanosecond: Python's interpreter and torch's kernels retire instructions at different
+rates, so the ratio is a steady proxy for the overhead, not the wall-clock ratio itself; use it to see whether a
+change moves the overhead, and the wall clock on a quiet machine for what a user sees.
+
+What follows a clock behaves as in a native run: under valgrind a fit runs about 50 times slower, so the progress
+bar (which renders at most every ``min_interval`` seconds) is given ``min_interval`` times ``--slowdown`` (50 by
+default) to render as often per step as it does natively.
+
+Needs ``valgrind`` (with its ``valgrind/callgrind.h`` header) and a C compiler: a small library that marks the
+start and the end of each counted fit is compiled on the fly. A full run takes about 20 minutes of one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_MARKS_C = r"""
+#include <valgrind/callgrind.h>
+void mark_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_TOGGLE_COLLECT; }
+void mark_stop(const char *name) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS_AT(name); }
+int under_valgrind(void) { return RUNNING_ON_VALGRIND; }
+"""
+
+_INNER = "EMBER_INSTRUCTIONS_MARKS"  # the compiled library's path, set for the run under valgrind
+LOOPS = ("ember", "ember+defaults")
+WORKLOADS = ("tiny128", "short", "digits")
+
+
+def missing_tools() -> list[str]:
+    """What this machine lacks to count instructions (empty when nothing)."""
+    missing = [tool for tool in ("valgrind", "cc") if shutil.which(tool) is None]
+    if not any(Path(d, "valgrind", "callgrind.h").is_file() for d in ("/usr/include", "/usr/local/include")):
+        missing.append("valgrind/callgrind.h (the valgrind development headers)")
+    return missing
+
+
+def compile_marks(folder: str) -> str:
+    """The marking library, compiled into ``folder``; its path."""
+    source, library = os.path.join(folder, "marks.c"), os.path.join(folder, "marks.so")
+    Path(source).write_text(_MARKS_C)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", library, source], check=True)
+    return library
+
+
+def read_dumps(folder: str) -> dict[str, int]:
+    """``{name: instructions}`` from the callgrind dumps in ``folder`` made by ``mark_stop(name)``."""
+    counts: dict[str, int] = {}
+    for path in sorted(Path(folder).glob("callgrind.out*")):
+        text = path.read_text(errors="replace")
+        trigger = re.search(r"^desc: Trigger: Client Request: (.+)$", text, re.MULTILINE)
+        total = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
+        if trigger and total:
+            counts[trigger.group(1).strip()] = int(total.group(1))
+    return counts
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.instructions", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--loops", nargs="+", choices=LOOPS, default=list(LOOPS), help="loops compared with raw")
+    p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), help="benchmarks.workloads to run")
+    p.add_argument("--epochs", type=int, default=None,
+                   help="epochs of each workload (default: the workload's own); fewer for a quick look")
+    p.add_argument("--slowdown", type=float, default=50.0, help="how much slower a fit runs under valgrind")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    if os.environ.get(_INNER):
+        _count(args)
+        return
+    missing = missing_tools()
+    if missing:
+        raise SystemExit(f"python -m benchmarks.instructions needs {', '.join(missing)}; install valgrind (for "
+                         "example `apt-get install valgrind`) and a C compiler, or use `python -m benchmarks`.")
+    with tempfile.TemporaryDirectory(prefix="ember-instructions-") as folder:
+        env = {**os.environ, _INNER: compile_marks(folder), "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                   f"--callgrind-out-file={folder}/callgrind.out", sys.executable, "-m", "benchmarks.instructions",
+                   *(argv if argv is not None else sys.argv[1:])]
+        run = subprocess.run(command, env=env, capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"the run under valgrind failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
+        sys.stdout.write(run.stdout)
+        print(format_table(read_dumps(folder), _steps(args), args.loops, args.workloads))
+
+
+def _steps(args: argparse.Namespace) -> dict[str, int]:
+    return {key: _workload(key, args.epochs).steps() for key in args.workloads}
+
+
+def _workload(key: str, epochs: int | None) -> Any:
+    from benchmarks import workloads
+
+    makers: dict[str, Callable[..., Any]] = {"tiny": workloads.tiny, "tiny128": workloads.tiny_epochs,
+                                             "short": workloads.short_epochs, "digits": workloads.digits}
+    if key not in makers:
+        raise SystemExit(f"--workloads: {key!r} is not one of {', '.join(makers)}")
+    if key == "tiny" or epochs is None:
+        return makers[key]()
+    return makers[key](epochs=epochs)
+
+
+class _Marks:
+    """A clock for the benchmark runs (they call it at the start and at the end of what they time) that marks the
+    start and the end of the counted stretch instead: the same stretch the other sections time."""
+
+    def __init__(self, library: Any) -> None:
+        self.library = library
+        self.name: str | None = None
+        self._open = False
+
+    def __call__(self) -> float:
+        if self.name is not None:
+            if not self._open:
+                self.library.mark_start()
+            else:
+                self.library.mark_stop(self.name.encode())
+            self._open = not self._open
+        return 0.0
+
+
+def _count(args: argparse.Namespace) -> None:
+    """Under valgrind: each loop of each workload once uncounted, then once with its timed stretch counted."""
+    import torch
+
+    from benchmarks import frameworks, harness
+    from ember.plugins.progress.tqdm_bar import TQDMProgressBar
+
+    torch.set_num_threads(1)
+    library = ctypes.CDLL(os.environ[_INNER])
+    if not library.under_valgrind():
+        raise SystemExit("benchmarks.instructions: the counting run must run under valgrind")
+    clock = _Marks(library)
+    bar = {"callbacks": [TQDMProgressBar(min_interval=0.1 * args.slowdown)]}
+    for key in args.workloads:
+        counted, warm_up = _workload(key, args.epochs), _workload(key, 1)
+        for name in ("raw", *args.loops):
+            for w, counting in ((warm_up, False), (counted, True)):  # first uncounted: imports, first-call caches
+                clock.name = f"{key}/{name}" if counting else None
+                with harness.silenced():
+                    if name == "raw":
+                        frameworks.raw_run(w, clock)
+                    else:
+                        defaults = name == "ember+defaults"
+                        frameworks.ember_run(w, clock, defaults=defaults, **(bar if defaults else {}))
+        print(f"[{key}] counted", file=sys.stderr, flush=True)
+
+
+def format_table(counts: dict[str, int], steps: dict[str, int], loops: list[str], workloads: list[str]) -> str:
+    lines = [f"{'workload / loop':<28}{'instructions/step':>20}{'ratio':>9}", "-" * 57]
+    for key in workloads:
+        base = counts.get(f"{key}/raw")
+        lines.append(f"{key} ({steps[key]} steps)")
+        for loop in ("raw", *loops):
+            n = counts.get(f"{key}/{loop}")
+            if n is None:
+                lines.append(f"  {loop:<26}{'n/a':>20}")
+                continue
+            ratio = f"{n / base:9.3f}" if base else f"{'n/a':>9}"
+            lines.append(f"  {loop:<26}{n / steps[key]:>20,.0f}{ratio}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
