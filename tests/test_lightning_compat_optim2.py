@@ -154,3 +154,16 @@ def test_manual_step_under_16_mixed_returns_the_scalers_answer():
     _fit(model, limit_train_batches=2, precision="16-mixed")
     # GradScaler.step returns the optimizer's own return value (SGD stepped without the closure: None)
     assert model.returned == [None, None] and len(model.losses) == 1
+
+
+def test_lbfgs_under_a_lightning_precision_plugin_evaluates_the_loops_closure():
+    class LBFGSModel(Ordered):
+        def configure_optimizers(self):
+            return torch.optim.LBFGS(self.parameters(), lr=0.1, max_iter=3)
+
+    model = LBFGSModel()
+    before = [p.detach().clone() for p in model.parameters()]
+    trainer = _fit(model, limit_train_batches=2, plugins=[Precision()])
+    # LBFGS evaluates the loss up to max_iter times per step: each evaluation runs the training step and backward
+    assert model.calls.count("training_step") > 2 and model.calls.count("training_step") == model.calls.count("backward")
+    assert trainer.global_step == 2 and any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
