@@ -275,6 +275,8 @@ def passes_closure(optimizer: Any) -> bool:
     optimizers do, and it runs before the training step, as in Lightning). torch's own optimizers get the loss
     already evaluated, which saves the closure's calls on every step and changes nothing they can see. Looked up
     once per class."""
+    if isinstance(optimizer, ManualOptimizer):  # the wrapper's own step is the loop's
+        optimizer = optimizer.optimizer
     cls = type(optimizer)
     found = _own_step.get(cls)
     if found is None:
