@@ -196,10 +196,12 @@ class Defaults:
     def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
         # a closure and keywords given to opt.step(closure, **kwargs) are passed on (outside a run: none)
         training = trainer.loop.training if trainer is not None else None
-        if training is None or (training.step_closure is None and not training.step_kwargs):
+        if training is None:
             optimizer.step()
+        elif training.step_closure is None and not training.step_kwargs:
+            training.step_result = optimizer.step()  # what opt.step() returns under manual optimization
         else:
-            optimizer.step(closure=training.step_closure, **training.step_kwargs)
+            training.step_result = optimizer.step(closure=training.step_closure, **training.step_kwargs)
         return True
 
     @hookimpl(trylast=True)

@@ -265,6 +265,33 @@ def needs_closure(optimizer: Any) -> bool:
     return found
 
 
+_own_step: dict[type, bool] = {}
+
+
+def passes_closure(optimizer: Any) -> bool:
+    """The loop hands a closure to the optimizer's ``step``, which evaluates it (as Lightning always does): for an
+    optimizer that needs one (:func:`needs_closure`) and for one whose ``step`` is defined outside torch (a
+    subclass's own ``step`` that takes a ``closure``: it may evaluate it more than once, as sharpness-aware
+    optimizers do, and it runs before the training step, as in Lightning). torch's own optimizers get the loss
+    already evaluated, which saves the closure's calls on every step and changes nothing they can see. Looked up
+    once per class."""
+    if isinstance(optimizer, ManualOptimizer):  # the wrapper's own step is the loop's
+        optimizer = optimizer.optimizer
+    cls = type(optimizer)
+    found = _own_step.get(cls)
+    if found is None:
+        step = getattr(cls, "step", None)
+        found = needs_closure(optimizer)
+        if not found and inspect.isfunction(step) and not str(step.__module__).startswith("torch."):
+            try:
+                params = inspect.signature(step).parameters
+            except (TypeError, ValueError):
+                params = {}  # type: ignore[assignment]
+            found = "closure" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        _own_step[cls] = found
+    return found
+
+
 def _optimizer_attribute(name: str) -> property:
     """An attribute of the wrapped optimizer, read and written through the wrapper."""
     return property(lambda self: getattr(self.optimizer, name),
@@ -293,18 +320,20 @@ class ManualOptimizer:
         return self.__dict__["_optimizer"]
 
     def step(self, closure: Any = None, **kwargs: Any) -> Any:
+        """Step the optimizer as the loop does (see the class); returns what the optimizer's ``step`` returned
+        (the closure's loss when one is given, as ``torch.optim`` optimizers return it)."""
         training = self.training
         if training is None:
             return self.optimizer.step(closure, **kwargs) if closure is not None else self.optimizer.step(**kwargs)
-        if closure is not None and needs_closure(self.optimizer):  # LBFGS: it evaluates the closure itself
-            return training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure,
-                                           step_kwargs=kwargs)
-        if closure is None:
-            training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, step_kwargs=kwargs)
-            return None
-        result = closure()  # training_step and backward first; the optimizer's own step gets the result
-        training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, evaluated=lambda: result,
-                                step_kwargs=kwargs)
+        training.step_result = None
+        if closure is None or passes_closure(self.optimizer):  # LBFGS, an optimizer's own step: it evaluates it
+            training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, closure=closure,
+                                    step_kwargs=kwargs)
+        else:
+            result = closure()  # training_step and backward first; the optimizer's own step gets the result
+            training.optimizer_step(self.optimizer, clip=self._clip, count=self._count, evaluated=lambda: result,
+                                    step_kwargs=kwargs)
+        result, training.step_result = training.step_result, None  # (no loss kept alive until the next step)
         return result
 
     def zero_grad(self, set_to_none: bool = True) -> None:

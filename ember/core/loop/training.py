@@ -29,7 +29,7 @@ from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides, state
 from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
-from ember.core.loop.optim import ManualOptimizer, needs_closure, step_outputs
+from ember.core.loop.optim import ManualOptimizer, passes_closure, step_outputs
 from ember.core.loop.state import EPOCH_HOOK, IDLE, PROCESSED, READY, STARTED, STEP, EpochMarks, FitProgress
 
 if TYPE_CHECKING:
@@ -63,6 +63,8 @@ class TrainingLoop:
         #: During an optimizer step: the closure for one that evaluates the loss (LBFGS); opt.step's kwargs.
         self.step_closure: Any = None
         self.step_kwargs: dict[str, Any] = {}
+        #: What the optimizer's ``step`` returned, as the plugin that stepped it says (read by ``opt.step()``).
+        self.step_result: Any = None
         #: The next epoch keeps the training results as they are (``on_train_start`` logged into them).
         self.keep_results = False
         #: Under a time-based ``val_check_interval``: its seconds, and when the last validation (or the fit) began.
@@ -172,7 +174,7 @@ class TrainingLoop:
         by_batch = metrics.lightning_steps and not automatic  # Lightning's logging interval counts batches then
         step_fn = self.automatic_batch if automatic else self.manual_batch
         if automatic and (self.overrides.optimizer_step is not None
-                          or (t.optimizers and needs_closure(t.optimizers[0]))):
+                          or (t.optimizers and passes_closure(t.optimizers[0]))):
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
         val_secs = self.validation_seconds()  # time-based: the clock alone says when (at an epoch's end too)
@@ -368,8 +370,9 @@ class TrainingLoop:
                 self.step_closure, self.step_kwargs = None, {}
             if not results:
                 raise ConfigurationError(
-                    f"{type(optimizer).__name__}.step needs a closure, but the active plugin's optimizer_step did "
-                    "not evaluate it: call optimizer.step(trainer.loop.training.step_closure) there.")
+                    f"{type(optimizer).__name__}.step was given a closure that runs training_step and backward, but "
+                    "it was never evaluated: the optimizer's step must call it (or the active plugin's "
+                    "optimizer_step call optimizer.step(trainer.loop.training.step_closure)).")
         if count:
             self.progress.global_step += 1
         return results[0] if closure is not None else None
@@ -463,7 +466,8 @@ class TrainingLoop:
 
 def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
     """One automatic-optimization batch of a module that overrides ``optimizer_step``, or whose optimizer evaluates
-    the loss itself (LBFGS): training step and backward run in the closure the optimizer step calls."""
+    the loss itself (LBFGS, an optimizer's own ``step``): training step and backward run in the closure the
+    optimizer step calls."""
     t = training.t
     k = t.config.accumulate_grad_batches
     if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):

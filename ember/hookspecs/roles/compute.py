@@ -193,7 +193,12 @@ def optimizer_step(trainer: TrainerLike, module: Any, optimizer: torch.optim.Opt
     """Step the optimizer.
 
     Called once per optimizer step, after ``clip_gradients``. The fallback calls ``optimizer.step()``;
-    16-mixed steps through its gradient scaler (which may skip the step on inf/NaN gradients).
+    16-mixed steps through its gradient scaler (which may skip the step on inf/NaN gradients). Where the loop
+    hands the optimizer a closure (``trainer.loop.training.step_closure`` is set: an optimizer that evaluates the
+    loss itself, such as LBFGS or one whose ``step`` is its own), the closure runs the training step and backward
+    and must be given to ``optimizer.step(closure=...)`` or called before the step. An implementation that steps
+    the optimizer may keep what its ``step`` returned in ``trainer.loop.training.step_result``: ``opt.step()``
+    returns it under manual optimization.
 
     :ranks: every rank
     :wrap: yes

@@ -77,7 +77,8 @@ class FP16Mixed:
 
     @hookimpl
     def optimizer_step(self, trainer: Any, optimizer: torch.optim.Optimizer) -> bool:
-        closure = trainer.loop.training.step_closure
+        training = trainer.loop.training
+        closure = training.step_closure
         if closure is not None and needs_closure(optimizer):
             raise ConfigurationError(
                 f"precision='16-mixed' cannot step {type(optimizer).__name__}, which evaluates the loss itself "
@@ -87,7 +88,9 @@ class FP16Mixed:
             self._tell(optimizer)
         # A fused optimizer gets optimizer.grad_scale / optimizer.found_inf (device tensors) from the scaler and
         # skips an overflowing step in its kernel; update() adjusts the scale on the device too.
-        self.scaler.step(optimizer)
+        if closure is not None:  # the scaler steps without a closure: training step and backward run first
+            closure()
+        training.step_result = self.scaler.step(optimizer)  # None when the scaler skipped the step
         self.scaler.update()
         return True
 

@@ -100,7 +100,11 @@ class Precision(SeedPlugin):
         """Step the optimizer. ``closure()`` returns this step's loss (training step and backward have run
         already: ember calls this after them, where Lightning runs them inside the closure)."""
         answer = self.delegate("optimizer_step", None, optimizer=optimizer, module=model)
-        return optimizer.step(closure=closure, **kwargs) if answer is None else answer
+        return optimizer.step(closure=closure, **kwargs) if answer is None else self._stepped()
+
+    def _stepped(self) -> Any:
+        """What the optimizer's step returned, when the inner ember plugin stepped it (it records that)."""
+        return getattr(getattr(getattr(self._trainer, "loop", None), "training", None), "step_result", None)
 
     def clip_gradients(self, optimizer: Any, clip_val: float = 0.0, gradient_clip_algorithm: Any = "norm") -> None:
         if clip_val <= 0:
@@ -159,9 +163,13 @@ class Precision(SeedPlugin):
         return True
 
     @hookimpl(specname="optimizer_step")
-    def _ember_optimizer_step(self, module: Any, optimizer: Any) -> bool:
+    def _ember_optimizer_step(self, trainer: Any, module: Any, optimizer: Any) -> bool:
         loss, self._closure_loss = self._closure_loss, None
-        self.optimizer_step(optimizer, module, lambda: loss)
+        training = trainer.loop.training
+        # the loop's closure when it hands one (an optimizer that evaluates it itself), else this step's loss; handed
+        # on as ``closure`` alone, so that an inner ember plugin does not evaluate it too
+        closure, training.step_closure = training.step_closure or (lambda: loss), None
+        training.step_result = self.optimizer_step(optimizer, module, closure)
         return True
 
     @hookimpl(specname="setup_module", wrapper=True)
@@ -219,7 +227,8 @@ class MixedPrecision(Precision):
         if self.scaler is None:
             return super().optimizer_step(optimizer, model, closure, **kwargs)
         closure()
-        return self.delegate("optimizer_step", None, optimizer=optimizer, module=model)
+        self.delegate("optimizer_step", None, optimizer=optimizer, module=model)
+        return self._stepped()
 
     def state_dict(self) -> dict[str, Any]:
         scaler = self.scaler
