@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -74,18 +74,7 @@ class MetricLog:
                 warnings.warn(f"self.log({name!r}) was called, but `Trainer(barebones=True)` is configured: nothing is "
                               "recorded under it (logging costs speed); remove barebones=True to log.", stacklevel=3)
                 return
-            if self.trainer.state.stage == "predict":
-                raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
-                                   "the value from predict_step instead (trainer.predict returns the outputs).")
-            state = self.trainer.state
-            if state.status == "running":
-                raise LogRefused(
-                    f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
-                    "outside its epoch loops (in setup, configure_model, configure_optimizers, prepare_data, "
-                    "on_fit_start, on_sanity_check_start or a *_dataloader method, for example), where no metrics "
-                    "are collected. Log it from a step or a batch or epoch hook, or write to the logger directly "
-                    "(self.logger.experiment).")
-            raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
+            self._refuse(name)
         several = ctx.num_dataloaders > 1 and add_dataloader_idx
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
         entry = results.entries.get(key)
@@ -118,6 +107,27 @@ class MetricLog:
             self.publish_step(entry, tensor)
         if ctx.defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self.publish_epoch_value(entry, entry.compute())
+
+    def _refuse(self, name: str) -> NoReturn:
+        """``self.log`` where nothing is collected: an error that says why and what to do instead."""
+        state, hook = self.trainer.state, self.context.refused_in
+        if state.stage == "predict":
+            raise LogRefused(f"self.log({name!r}) was called in predict, which records no metrics: a result "
+                             "collection is not registered yet in trainer.predict() (nor ever is, as in Lightning). "
+                             "Return the value from predict_step instead (trainer.predict returns the outputs).")
+        if hook is not None:
+            raise LogRefused(
+                f"You can't `self.log({name!r}, ...)` inside `{hook}`: no metrics are collected in that hook (as in "
+                "Lightning). Log it from a step, a batch hook or an epoch hook (on_train_epoch_end, "
+                "on_validation_epoch_end, ...), or write to the logger directly (self.logger.experiment).")
+        if state.status == "running":
+            raise LogRefused(
+                f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
+                "outside its epoch loops (in setup, configure_model, configure_optimizers, configure_callbacks, "
+                "prepare_data, on_fit_start, on_sanity_check_start, on_train_end, on_fit_end, teardown, "
+                "on_exception or a *_dataloader method, for example), where no metrics are collected. Log it from a "
+                "step or a batch or epoch hook, or write to the logger directly (self.logger.experiment).")
+        raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
 
     def _new_entry(self, name: str, key: str, on_step: bool | None, on_epoch: bool | None, prog_bar: bool,
                    logger: bool | None, reduce_fx: Any, sync_dist: bool, add_dataloader_idx: bool) -> MetricEntry:
