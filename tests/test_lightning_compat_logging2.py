@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import torch
 from torch.utils.data import DataLoader
 
 import ember
@@ -184,3 +185,33 @@ def test_logging_in_allowed_hooks_costs_no_refusal_state() -> None:
     trainer.fit(BoringModel())
     ctx = trainer.loop.log_context
     assert ctx.refused_in is None and ctx.results is None
+
+
+def _accuracy() -> Any:
+    torchmetrics = pytest.importorskip("torchmetrics")
+    return torchmetrics.classification.MulticlassAccuracy(num_classes=2)
+
+
+class _LogsMetric(BoringModel):
+    def __init__(self, keep: bool, attribute: str | None = None) -> None:
+        super().__init__()
+        if keep:
+            self.acc = _accuracy()
+        self.attribute = attribute
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        metric = _accuracy()
+        metric(torch.tensor([0, 1]), torch.tensor([0, 1]))  # forward: a step value
+        self.log("acc", metric, metric_attribute=self.attribute)
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_metric_that_is_not_a_submodule_is_refused() -> None:
+    with pytest.raises(ember.ConfigurationError, match="fix this by setting an attribute for the metric in your"):
+        _trainer().fit(_LogsMetric(keep=False))
+    with pytest.raises(ember.ConfigurationError,
+                       match=r"`self.log\(acc, ..., metric_attribute=name\)` where `name` is one of \['acc'\]"):
+        _trainer().fit(_LogsMetric(keep=True))
+    trainer = _trainer()
+    trainer.fit(_LogsMetric(keep=True, attribute="acc"))  # named where it is kept: as in Lightning, accepted
+    assert "acc" in trainer.callback_metrics

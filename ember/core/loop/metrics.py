@@ -65,7 +65,8 @@ class MetricLog:
 
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
-            batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
+            batch_size: int | None = None, add_dataloader_idx: bool = True,
+            metric_attribute: str | None = None) -> None:
         """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
         ctx = self.context
         results = ctx.results
@@ -88,6 +89,8 @@ class MetricLog:
         else:
             tensor = to_tensor(name, value)
             if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
+                if entry.metric is not tensor and metric_attribute is None:  # a metric object new under this name
+                    _check_metric_owner(self.trainer.module, name, tensor)
                 entry.add_metric(tensor)
                 if entry.on_step and entry.last is not None:
                     self.publish_step(entry, entry.last)
@@ -316,6 +319,23 @@ class MetricLog:
         if given is None:
             metrics["epoch"] = float(progress.current_epoch)
         t.hook.log_metrics(trainer=t, metrics=metrics, step=self.lightning_step() if given is None else int(given))
+
+
+def _check_metric_owner(module: Any, name: str, metric: Any) -> None:
+    """A logged ``Metric`` must be one of the module's submodules (as in Lightning): one made anew at every step
+    would give the epoch the last step's state only, and would be saved in no checkpoint."""
+    if not isinstance(module, torch.nn.Module) or any(m is metric for m in module.modules()):
+        return
+    owned = [n for n, m in module.named_modules() if n and hasattr(m, "compute") and hasattr(m, "update")]
+    if not owned:
+        raise ConfigurationError(
+            f"self.log({name!r}, <{type(metric).__name__}>) logged a torchmetrics Metric that is not an attribute of "
+            f"{type(module).__name__}, and the module holds no Metric: create it once in __init__ and log that "
+            "attribute (you can fix this by setting an attribute for the metric in your LightningModule).")
+    raise ConfigurationError(
+        f"self.log({name!r}, <{type(metric).__name__}>) logged a torchmetrics Metric that is not an attribute of "
+        f"{type(module).__name__}: log the attribute that holds it, or name it by calling "
+        f"`self.log({name}, ..., metric_attribute=name)` where `name` is one of {owned}.")
 
 
 def _sync_op(entry: MetricEntry) -> str:

@@ -257,8 +257,8 @@ class LogContext:
         self.results, self.refused_in, self.batch = None, None, None
 
     def call_refusing(self, hook: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        """``call(*args, **kwargs)`` with ``self.log`` refused inside it (Lightning's rule for ``hook``), then handed back
-        as it was. Used around hooks that run at most a few times per epoch, or per batch only when implemented."""
+        """``call(*args, **kwargs)`` with ``self.log`` refused inside it (Lightning's rule for ``hook``), then handed
+        back as it was. Used around hooks that run at most a few times per epoch, or per batch only when implemented."""
         saved = self.results, self.refused_in
         self.results, self.refused_in = None, hook
         try:
