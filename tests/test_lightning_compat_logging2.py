@@ -215,3 +215,27 @@ def test_a_metric_that_is_not_a_submodule_is_refused() -> None:
     trainer = _trainer()
     trainer.fit(_LogsMetric(keep=True, attribute="acc"))  # named where it is kept: as in Lightning, accepted
     assert "acc" in trainer.callback_metrics
+
+
+def test_a_one_element_tensor_is_kept_as_a_scalar() -> None:
+    class Logs(BoringModel):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            self.log("one", torch.tensor([1.5]), on_epoch=True)
+            return super().training_step(batch, batch_idx)
+
+    trainer = _trainer()
+    trainer.fit(Logs())
+    assert {k: v.ndim for k, v in trainer.callback_metrics.items()} == {"one": 0, "one_step": 0, "one_epoch": 0}
+
+
+def test_a_stage_set_by_hand_outside_a_run_logs_into_it() -> None:
+    """A unit test of a step sets the trainer and its stage by hand, as Lightning's own tests do."""
+    model, trainer = BoringModel(), _trainer()
+    trainer.state.stage = "train"
+    model.trainer = trainer
+    model.log("foo", torch.tensor([1.2]), on_epoch=True)
+    assert trainer.callback_metrics["foo"].ndim == 0
+    trainer.fit(model)  # a run afterwards starts clean
+    assert "foo" not in trainer.callback_metrics
+    with pytest.raises(RuntimeError, match="outside a step or hook of a running trainer"):
+        model.log("bar", 1.0)  # no run, no stage set by hand

@@ -105,6 +105,7 @@ class Loops:
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
         """Set up the processes, the device and the module, then run ``fn``; afterwards (``teardown``,
         ``on_exception``, the next run's ``configure_callbacks``) ``self.log`` is refused until a stage begins."""
+        self.log_context.leave()  # nothing from before the run (a stage set by hand in a unit test)
         try:
             return self._run(fn, loaders, options)
         finally:

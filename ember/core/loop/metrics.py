@@ -26,7 +26,7 @@ import torch
 from ember.core.errors import ConfigurationError, warn_user
 from ember.core.hooks import options
 from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
-from ember.core.loop.state import LogContext, Progress
+from ember.core.loop.state import EVAL_STEP, STEP, LogContext, Progress
 
 if TYPE_CHECKING:
     from ember.core.loop.state import EvalCounts
@@ -75,7 +75,7 @@ class MetricLog:
                 warnings.warn(f"self.log({name!r}) was called, but `Trainer(barebones=True)` is configured: nothing is "
                               "recorded under it (logging costs speed); remove barebones=True to log.", stacklevel=3)
                 return
-            self._refuse(name)
+            results = self._stage_set_by_hand(name)
         several = ctx.num_dataloaders > 1 and add_dataloader_idx
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
         entry = results.entries.get(key)
@@ -110,6 +110,19 @@ class MetricLog:
             self.publish_step(entry, tensor)
         if ctx.defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self.publish_epoch_value(entry, entry.compute())
+
+    def _stage_set_by_hand(self, name: str) -> Results:
+        """Outside a run, code that sets ``trainer.state.stage`` by hand (a unit test of a step, as Lightning's
+        own tests write them) logs into that stage's results with its step defaults, as Lightning lets it;
+        anywhere else :meth:`_refuse` says why nothing is collected."""
+        t, ctx = self.trainer, self.context
+        stage, loop = t.state.stage, getattr(t, "loop", None)
+        if t.state.status != "running" and ctx.refused_in is None and loop is not None and stage in _BY_HAND:
+            attribute, defaults = _BY_HAND[stage]
+            results: Results = getattr(loop, attribute)
+            ctx.enter(results, 1, defaults)
+            return results
+        self._refuse(name)
 
     def _refuse(self, name: str) -> NoReturn:
         """``self.log`` where nothing is collected: an error that says why and what to do instead."""
@@ -319,6 +332,11 @@ class MetricLog:
         if given is None:
             metrics["epoch"] = float(progress.current_epoch)
         t.hook.log_metrics(trainer=t, metrics=metrics, step=self.lightning_step() if given is None else int(given))
+
+
+#: A stage set by hand outside a run: the loop's results it logs into, and its ``self.log`` defaults.
+_BY_HAND = {"train": ("train_results", STEP), "validate": ("val_results", EVAL_STEP),
+            "test": ("test_results", EVAL_STEP)}
 
 
 def _check_metric_owner(module: Any, name: str, metric: Any) -> None:
