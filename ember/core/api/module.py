@@ -169,16 +169,18 @@ class Module(HyperparametersMixin, torch.nn.Module, StepPlaceholders):
         """Record a metric; see the logging guide. Defaults follow Lightning: per step in training hooks,
         per epoch (mean over batches, weighted by batch size) in validation/test and epoch hooks.
         ``add_dataloader_idx=False`` keeps ``name`` as it is when there are several dataloaders (make it unique
-        yourself). ``enable_graph``, ``sync_dist_group``, ``metric_attribute`` and ``rank_zero_only`` are
-        Lightning's and change nothing here: values are detached, ``sync_dist`` reduces over every process, and a
-        metric object is found by identity. ``logger`` (default on) asked for explicitly without a logger warns."""
+        yourself). ``enable_graph``, ``sync_dist_group`` and ``rank_zero_only`` are Lightning's and change
+        nothing here: values are detached and ``sync_dist`` reduces over every process. A logged torchmetrics
+        ``Metric`` must be a submodule of the module unless ``metric_attribute`` names where it is kept.
+        ``logger`` (default on) asked for explicitly without a logger warns."""
         trainer: Any = self._trainer  # called every step: the attribute, not the property (which raises when None)
         if trainer is None:  # a step called by hand (a unit test of training_step): nothing to record into
             self._unattached_log(f"log({name!r}, ...)")
             return
         trainer.loop.metrics.log(
             name, value, prog_bar=prog_bar, logger=logger, on_step=on_step, on_epoch=on_epoch, reduce_fx=reduce_fx,
-            sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx)
+            sync_dist=sync_dist, batch_size=batch_size, add_dataloader_idx=add_dataloader_idx,
+            metric_attribute=metric_attribute)
 
     def log_dict(self, dictionary: Mapping[str, Any], prog_bar: bool = False, logger: bool | None = None,
                  on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean",

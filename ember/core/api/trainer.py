@@ -353,13 +353,13 @@ class Trainer(TrainerProperties):
         self.state = TrainerState(fn=fn, stage=_FIRST_STAGE[fn], status="running")
         self.interrupted = False
         pm = self.plugin_manager
+        if "_trainer" in getattr(model, "__dict__", {}) or isinstance(model, _module_base()):
+            model.__dict__["_trainer"] = self  # before configure_callbacks, as in Lightning
         module_overrides.attach_callbacks(self, model, _identity_of)  # the module's configure_callbacks()
         registered = self.register_run_plugins(model, datamodule)
         if self.tracer is not None:
             self.tracer.start(self, fn)
         self.hook = HookTable(pm)
-        if "_trainer" in getattr(model, "__dict__", {}) or isinstance(model, _module_base()):
-            model.__dict__["_trainer"] = self
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
         failed = False

@@ -22,6 +22,7 @@ computes the same numbers as one that never stopped. docs/checkpoints.md describ
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -161,12 +162,12 @@ class Checkpointing:
                 checkpoint["plugins"][key] = plugin.state_dict()
             dm = t.datamodule
             add_lightning_names(checkpoint, names, type(dm).__qualname__ if dm is not None else None)
+        pm, hook = t.plugin_manager, functools.partial(t.hook.call, "on_save_checkpoint")
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
-            pm = t.plugin_manager
-            callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
-            pm.subset_hook_caller("on_save_checkpoint", callbacks)(trainer=t, module=module, checkpoint=checkpoint)
-        else:
-            t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
+            hook = pm.subset_hook_caller("on_save_checkpoint", [
+                p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"])
+        # no self.log in on_save_checkpoint (Lightning)
+        t.loop.log_context.call_refusing("on_save_checkpoint", hook, trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
             checkpoint.pop("plugins", None)
         return checkpoint

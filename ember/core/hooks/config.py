@@ -49,6 +49,13 @@ def _non_negative_int(name: str, minimum: int = 0, none_ok: bool = False) -> Any
     return check
 
 
+def _whole_count(value: Any) -> Any:
+    """A float limit above 1.0 with no fractional part (``1e50``, ``10.0``) counts batches, as in Lightning."""
+    if type(value) is float and value > 1.0 and value.is_integer():
+        return int(value)
+    return value
+
+
 def _limit(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
@@ -278,10 +285,10 @@ class TrainerConfig:
     min_epochs: int | None = attrs.field(default=None, validator=_non_negative_int("min_epochs", 0, True))
     max_steps: int = attrs.field(default=-1, validator=_non_negative_int("max_steps", -1))
     min_steps: int | None = attrs.field(default=None, validator=_non_negative_int("min_steps", 0, True))
-    limit_train_batches: int | float | None = attrs.field(default=None, validator=_limit)
-    limit_val_batches: int | float | None = attrs.field(default=None, validator=_limit)
-    limit_test_batches: int | float | None = attrs.field(default=None, validator=_limit)
-    limit_predict_batches: int | float | None = attrs.field(default=None, validator=_limit)
+    limit_train_batches: int | float | None = attrs.field(default=None, converter=_whole_count, validator=_limit)
+    limit_val_batches: int | float | None = attrs.field(default=None, converter=_whole_count, validator=_limit)
+    limit_test_batches: int | float | None = attrs.field(default=None, converter=_whole_count, validator=_limit)
+    limit_predict_batches: int | float | None = attrs.field(default=None, converter=_whole_count, validator=_limit)
     val_check_interval: int | float | str | dict | datetime.timedelta | None = attrs.field(
         default=None, validator=_val_check_interval)
     check_val_every_n_epoch: int | None = attrs.field(
@@ -296,7 +303,7 @@ class TrainerConfig:
     deterministic: bool | str | None = None
     benchmark: bool | None = None
     inference_mode: bool = True
-    overfit_batches: int | float = attrs.field(default=0.0, validator=_limit)
+    overfit_batches: int | float = attrs.field(default=0.0, converter=_whole_count, validator=_limit)
     reload_dataloaders_every_n_epochs: int = attrs.field(
         default=0, validator=_non_negative_int("reload_dataloaders_every_n_epochs"))
     detect_anomaly: bool = attrs.field(default=False, validator=_bool)

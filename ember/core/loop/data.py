@@ -37,7 +37,10 @@ def stage_loaders(trainer: TrainerLike, stage: str, given: Any) -> list[Any]:
     if given is None:
         for source in (trainer.datamodule, trainer.module):
             if source is not None and defines(source, LOADER_METHODS[stage]):
-                given = getattr(source, LOADER_METHODS[stage])()
+                method = getattr(source, LOADER_METHODS[stage])
+                context = getattr(getattr(trainer, "loop", None), "log_context", None)
+                # no self.log in a *_dataloader method (Lightning)
+                given = method() if context is None else context.call_refusing(LOADER_METHODS[stage], method)
                 break
     if given is None:
         return []

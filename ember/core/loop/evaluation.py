@@ -6,7 +6,7 @@ Events of one run, ``<stage>`` being ``validation``, ``test`` or ``predict``::
     on_<stage>_start -> on_<stage>_epoch_start
     per loader, per batch:
         batch to device -> on_<stage>_batch_start -> <stage>_step -> on_<stage>_batch_end
-    on_<stage>_epoch_end -> (epoch metrics published) -> on_<stage>_end
+    on_<stage>_epoch_end -> (epoch metrics to the loggers) -> on_<stage>_end
     each submodule back to its mode -> on_validation_model_train / on_test_model_train
 """
 
@@ -56,12 +56,13 @@ class EvaluationLoop:
         elif stage == "test":
             loop.test_results = results  # type: ignore[assignment]
         t.state.stage = "sanity_check" if t.state.sanity_checking else stage
-        loop.log_context.enter(results, len(loaders), EPOCH_HOOK)
+        ctx = loop.log_context
+        ctx.enter(results, len(loaders), EPOCH_HOOK)
         model = t.model
         modes = [(m, m.training) for m in model.modules()]  # each submodule's mode, put back afterwards
         model.eval()
-        if events["model_eval"] is not None:
-            events["model_eval"](trainer=t, module=module)
+        if events["model_eval"] is not None:  # no self.log in the mode hooks (Lightning)
+            ctx.call_refusing(_EVENT_HOOKS[stage]["model_eval"], events["model_eval"], trainer=t, module=module)
         values: dict[str, torch.Tensor] = {}
         counts = self.counts["fit" if t.state.fn == "fit" else stage]
         counts.start_run()
@@ -74,9 +75,9 @@ class EvaluationLoop:
                 set_sampler_epoch(loader, t.current_epoch)
                 if n:
                     self._batches(stage, events, dl_idx, loader, n, predictions, counts)
-            loop.log_context.batch = None
-            loop.log_context.defaults = EPOCH_HOOK
-            loop.log_context.num_dataloaders = 1  # the epoch's end is no dataloader's: no suffix (Lightning)
+            ctx.batch = None
+            ctx.defaults = EPOCH_HOOK
+            ctx.num_dataloaders = 1  # the epoch's end is no dataloader's: no suffix (Lightning)
             if results is not None:  # before on_<stage>_epoch_end, which reads them, as in Lightning
                 loop.metrics.publish_epoch(results)
             if events["epoch_end"] is not None:
@@ -84,16 +85,18 @@ class EvaluationLoop:
             if results is not None:
                 values = loop.metrics.epoch_results(results)
                 loop.metrics.drop_step_values(results)
-            if events["end"] is not None:
-                events["end"](trainer=t, module=module)
+                if h.log_metrics is not None:  # the loggers have the epoch's values before on_<stage>_end runs
+                    loop.metrics.write_epoch(results)
+            if events["end"] is not None:  # nothing logged there would reach a logger: refused (Lightning)
+                ctx.call_refusing(_EVENT_HOOKS[stage]["end"], events["end"], trainer=t, module=module)
         for submodule, training in modes:  # a frozen submodule stays in eval mode, as in Lightning
             submodule.training = training
         if results is None:
             return values
         if stage == "validate" and h.on_validation_model_train is not None:  # after trainer.validate() too
-            h.on_validation_model_train(trainer=t, module=module)
+            ctx.call_refusing("on_validation_model_train", h.on_validation_model_train, trainer=t, module=module)
         elif stage == "test" and h.on_test_model_train is not None:
-            h.on_test_model_train(trainer=t, module=module)
+            ctx.call_refusing("on_test_model_train", h.on_test_model_train, trainer=t, module=module)
         return values
 
     def _batches(self, stage: str, events: dict[str, Any], dl_idx: int, loader: Any, n: float,

@@ -103,7 +103,15 @@ class Loops:
 
     # -- one run -------------------------------------------------------------------------------------------
     def run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
-        """Set up the processes, the device and the module, then run ``fn``."""
+        """Set up the processes, the device and the module, then run ``fn``; afterwards (``teardown``,
+        ``on_exception``, the next run's ``configure_callbacks``) ``self.log`` is refused until a stage begins."""
+        self.log_context.leave()  # nothing from before the run (a stage set by hand in a unit test)
+        try:
+            return self._run(fn, loaders, options)
+        finally:
+            self.log_context.leave()
+
+    def _run(self, fn: str, loaders: dict[str, Any], options: dict[str, Any]) -> Any:
         #: What the running entry point was called with (a spawning strategy runs it again in its processes).
         self.request = {"fn": fn, "loaders": loaders, "options": options}
         launched = self._setup_processes(fn)
@@ -210,12 +218,14 @@ class Loops:
         """on_before_batch_transfer -> batch_to_device -> on_after_batch_transfer -> convert_input."""
         t = self.t
         h = t.hook
-        if h.on_before_batch_transfer is not None:
-            new = h.on_before_batch_transfer(trainer=t, module=t.module, batch=batch, dataloader_idx=dataloader_idx)
+        if h.on_before_batch_transfer is not None:  # no self.log inside (Lightning): refused only when implemented
+            new = self.log_context.call_refusing("on_before_batch_transfer", h.on_before_batch_transfer, trainer=t,
+                                                 module=t.module, batch=batch, dataloader_idx=dataloader_idx)
             batch = batch if new is None else new
         batch = h.batch_to_device(trainer=t, batch=batch, device=t.root_device, dataloader_idx=dataloader_idx)
         if h.on_after_batch_transfer is not None:
-            new = h.on_after_batch_transfer(trainer=t, module=t.module, batch=batch, dataloader_idx=dataloader_idx)
+            new = self.log_context.call_refusing("on_after_batch_transfer", h.on_after_batch_transfer, trainer=t,
+                                                 module=t.module, batch=batch, dataloader_idx=dataloader_idx)
             batch = batch if new is None else new
         if h.convert_input is not None:
             new = h.convert_input(trainer=t, data=batch)
@@ -257,10 +267,11 @@ class Loops:
             self.training.run_epoch()
         ckpt.end_training()
         t.state.stage = "train"
+        ctx = self.log_context  # no self.log from here on (Lightning): the epochs' values are written already
         if h.on_train_end is not None:
-            h.on_train_end(trainer=t, module=module)
+            ctx.call_refusing("on_train_end", h.on_train_end, trainer=t, module=module)
         if h.on_fit_end is not None:
-            h.on_fit_end(trainer=t, module=module)
+            ctx.call_refusing("on_fit_end", h.on_fit_end, trainer=t, module=module)
 
     def _log_into_first_epoch(self, resume: Any) -> None:
         """What ``on_train_start`` logs is a value of the first epoch (Lightning's rule): it lands in the training
@@ -344,13 +355,15 @@ class Loops:
         try:
             with preserved_rng(t.root_device), self.metrics.scratch():
                 if h.on_sanity_check_start is not None:
-                    h.on_sanity_check_start(trainer=t, module=t.module)
+                    self.log_context.call_refusing("on_sanity_check_start", h.on_sanity_check_start, trainer=t,
+                                                   module=t.module)
                 self.training.load_val_data_if_due()
                 if self.training.val_loaders and any(self.training.val_nums):
                     t.num_sanity_val_batches = [n if steps == -1 else min(n, steps) for n in self.training.val_nums]
                     self.evaluation.run("validate", self.training.val_loaders, t.num_sanity_val_batches)
                 if h.on_sanity_check_end is not None:
-                    h.on_sanity_check_end(trainer=t, module=t.module)
+                    self.log_context.call_refusing("on_sanity_check_end", h.on_sanity_check_end, trainer=t,
+                                                   module=t.module)
         finally:
             t.state.sanity_checking = False
             self.evaluation.counts["fit"].clear()  # the fit's validation counts start after the sanity check
@@ -422,9 +435,7 @@ class Loops:
             t.num_test_batches = reported_counts(t.config, stage, loaders, nums)
         values = self.evaluation.run(stage, loaders, nums)
         results = self.val_results if stage == "validate" else self.test_results  # the run's, made by run()
-        metrics = by_dataloader(results, values, len(loaders))
-        if t.hook.log_metrics is not None:
-            self.metrics.write_epoch(results)
+        metrics = by_dataloader(results, values, len(loaders))  # the loggers have them already (evaluation.run)
         if verbose and t.is_global_zero and any(metrics):
             for i, m in enumerate(metrics):
                 title = f"{stage} metrics" + (f" (dataloader {i})" if len(metrics) > 1 else "")

@@ -19,14 +19,14 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
 from ember.core.errors import ConfigurationError, warn_user
 from ember.core.hooks import options
 from ember.core.loop.results import MetricEntry, Results, check_reduce_fx, to_floats, to_tensor
-from ember.core.loop.state import LogContext, Progress
+from ember.core.loop.state import EVAL_STEP, STEP, LogContext, Progress
 
 if TYPE_CHECKING:
     from ember.core.loop.state import EvalCounts
@@ -65,7 +65,8 @@ class MetricLog:
 
     def log(self, name: str, value: Any, prog_bar: bool = False, logger: bool | None = None,
             on_step: bool | None = None, on_epoch: bool | None = None, reduce_fx: Any = "mean", sync_dist: bool = False,
-            batch_size: int | None = None, add_dataloader_idx: bool = True) -> None:
+            batch_size: int | None = None, add_dataloader_idx: bool = True,
+            metric_attribute: str | None = None) -> None:
         """Record ``value`` under ``name`` in the current stage (``self.log``'s arguments and defaults)."""
         ctx = self.context
         results = ctx.results
@@ -74,18 +75,7 @@ class MetricLog:
                 warnings.warn(f"self.log({name!r}) was called, but `Trainer(barebones=True)` is configured: nothing is "
                               "recorded under it (logging costs speed); remove barebones=True to log.", stacklevel=3)
                 return
-            if self.trainer.state.stage == "predict":
-                raise RuntimeError(f"self.log({name!r}) was called in predict, which records no metrics; return "
-                                   "the value from predict_step instead (trainer.predict returns the outputs).")
-            state = self.trainer.state
-            if state.status == "running":
-                raise LogRefused(
-                    f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
-                    "outside its epoch loops (in setup, configure_model, configure_optimizers, prepare_data, "
-                    "on_fit_start, on_sanity_check_start or a *_dataloader method, for example), where no metrics "
-                    "are collected. Log it from a step or a batch or epoch hook, or write to the logger directly "
-                    "(self.logger.experiment).")
-            raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
+            results = self._stage_set_by_hand(name)
         several = ctx.num_dataloaders > 1 and add_dataloader_idx
         key = f"{name}/dataloader_idx_{ctx.dataloader_idx}" if several else name
         entry = results.entries.get(key)
@@ -99,6 +89,8 @@ class MetricLog:
         else:
             tensor = to_tensor(name, value)
             if not isinstance(tensor, torch.Tensor):  # a torchmetrics Metric: it accumulates its own epoch state
+                if entry.metric is not tensor and metric_attribute is None:  # a metric object new under this name
+                    _check_metric_owner(self.trainer.module, name, tensor)
                 entry.add_metric(tensor)
                 if entry.on_step and entry.last is not None:
                     self.publish_step(entry, entry.last)
@@ -118,6 +110,40 @@ class MetricLog:
             self.publish_step(entry, tensor)
         if ctx.defaults[2] and entry.on_epoch:  # logged from an epoch-level hook: final already
             self.publish_epoch_value(entry, entry.compute())
+
+    def _stage_set_by_hand(self, name: str) -> Results:
+        """Outside a run, code that sets ``trainer.state.stage`` by hand (a unit test of a step, as Lightning's
+        own tests write them) logs into that stage's results with its step defaults, as Lightning lets it;
+        anywhere else :meth:`_refuse` says why nothing is collected."""
+        t, ctx = self.trainer, self.context
+        stage, loop = t.state.stage, getattr(t, "loop", None)
+        if t.state.status != "running" and ctx.refused_in is None and loop is not None and stage in _BY_HAND:
+            attribute, defaults = _BY_HAND[stage]
+            results: Results = getattr(loop, attribute)
+            ctx.enter(results, 1, defaults)
+            return results
+        self._refuse(name)
+
+    def _refuse(self, name: str) -> NoReturn:
+        """``self.log`` where nothing is collected: an error that says why and what to do instead."""
+        state, hook = self.trainer.state, self.context.refused_in
+        if state.stage == "predict":
+            raise LogRefused(f"self.log({name!r}) was called in predict, which records no metrics: a result "
+                             "collection is not registered yet in trainer.predict() (nor ever is, as in Lightning). "
+                             "Return the value from predict_step instead (trainer.predict returns the outputs).")
+        if hook is not None:
+            raise LogRefused(
+                f"You can't `self.log({name!r}, ...)` inside `{hook}`: no metrics are collected in that hook (as in "
+                "Lightning). Log it from a step, a batch hook or an epoch hook (on_train_epoch_end, "
+                "on_validation_epoch_end, ...), or write to the logger directly (self.logger.experiment).")
+        if state.status == "running":
+            raise LogRefused(
+                f"You can't `self.log({name!r}, ...)` here: it was called while trainer.{state.fn}() runs but "
+                "outside its epoch loops (in setup, configure_model, configure_optimizers, configure_callbacks, "
+                "prepare_data, on_fit_start, on_sanity_check_start, on_train_end, on_fit_end, teardown, "
+                "on_exception or a *_dataloader method, for example), where no metrics are collected. Log it from a "
+                "step or a batch or epoch hook, or write to the logger directly (self.logger.experiment).")
+        raise RuntimeError(f"self.log({name!r}) was called outside a step or hook of a running trainer.")
 
     def _new_entry(self, name: str, key: str, on_step: bool | None, on_epoch: bool | None, prog_bar: bool,
                    logger: bool | None, reduce_fx: Any, sync_dist: bool, add_dataloader_idx: bool) -> MetricEntry:
@@ -306,6 +332,28 @@ class MetricLog:
         if given is None:
             metrics["epoch"] = float(progress.current_epoch)
         t.hook.log_metrics(trainer=t, metrics=metrics, step=self.lightning_step() if given is None else int(given))
+
+
+#: A stage set by hand outside a run: the loop's results it logs into, and its ``self.log`` defaults.
+_BY_HAND = {"train": ("train_results", STEP), "validate": ("val_results", EVAL_STEP),
+            "test": ("test_results", EVAL_STEP)}
+
+
+def _check_metric_owner(module: Any, name: str, metric: Any) -> None:
+    """A logged ``Metric`` must be one of the module's submodules (as in Lightning): one made anew at every step
+    would give the epoch the last step's state only, and would be saved in no checkpoint."""
+    if not isinstance(module, torch.nn.Module) or any(m is metric for m in module.modules()):
+        return
+    owned = [n for n, m in module.named_modules() if n and hasattr(m, "compute") and hasattr(m, "update")]
+    if not owned:
+        raise ConfigurationError(
+            f"self.log({name!r}, <{type(metric).__name__}>) logged a torchmetrics Metric that is not an attribute of "
+            f"{type(module).__name__}, and the module holds no Metric: create it once in __init__ and log that "
+            "attribute (you can fix this by setting an attribute for the metric in your LightningModule).")
+    raise ConfigurationError(
+        f"self.log({name!r}, <{type(metric).__name__}>) logged a torchmetrics Metric that is not an attribute of "
+        f"{type(module).__name__}: log the attribute that holds it, or name it by calling "
+        f"`self.log({name}, ..., metric_attribute=name)` where `name` is one of {owned}.")
 
 
 def _sync_op(entry: MetricEntry) -> str:

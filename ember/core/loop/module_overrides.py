@@ -129,8 +129,10 @@ def role_answers(trainer: Any, module: Any) -> list[tuple[str, Any, dict]]:
     if datamodule is not None and defines(datamodule, "transfer_batch_to_device"):
         transfer = datamodule.transfer_batch_to_device  # the DataModule's wins, as in Lightning
     if transfer is not None:
+        refusing = trainer.loop.log_context.call_refusing  # no self.log inside (Lightning)
+
         def batch_to_device(batch: Any, device: torch.device, dataloader_idx: int) -> Any:
-            return transfer(batch, device, dataloader_idx)
+            return refusing("transfer_batch_to_device", transfer, batch, device, dataloader_idx)
 
         answers.batch_to_device = hookimpl(batch_to_device)
     if zero_grad is not None:

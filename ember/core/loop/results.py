@@ -146,7 +146,7 @@ def to_tensor(name: str, value: Any) -> torch.Tensor:
         if value.numel() != 1:
             raise ValueError(f"self.log({name!r}, ...) needs a single number, got a tensor of shape "
                              f"{tuple(value.shape)}; reduce it first (e.g. .mean()).")
-        return value.detach()
+        return value.detach().reshape(())  # a one-element tensor of any shape is kept as a scalar (Lightning)
     if isinstance(value, numbers.Number) and not isinstance(value, bool):
         return torch.tensor(float(value))  # type: ignore[arg-type]  # a real number
     if hasattr(value, "compute") and hasattr(value, "update"):  # a torchmetrics Metric

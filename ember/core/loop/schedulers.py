@@ -14,6 +14,7 @@ class TrainingLoop(Protocol):
     t: Any  # the Trainer: lr_scheduler_configs, callback_metrics
     progress: Any  # batch_idx, current_epoch
     overrides: Any  # the module's lr_scheduler_step, when it overrides it
+    loop: Any  # the loops: log_context, which refuses self.log inside lr_scheduler_step
 
 
 def step(training: TrainingLoop, interval: str, plateau: bool | None = None) -> None:
@@ -32,8 +33,9 @@ def step(training: TrainingLoop, interval: str, plateau: bool | None = None) -> 
             if interval == "step":
                 _plateau(training, config)
             continue
-        if training.overrides.lr_scheduler_step is not None:
-            training.overrides.lr_scheduler_step(config.scheduler, None)
+        if training.overrides.lr_scheduler_step is not None:  # no self.log inside (Lightning)
+            training.loop.log_context.call_refusing("lr_scheduler_step", training.overrides.lr_scheduler_step,
+                                                    config.scheduler, None)
         else:
             config.scheduler.step()
 
@@ -64,6 +66,7 @@ def _plateau(training: TrainingLoop, config: Any) -> None:
                   "Log the metric with self.log, or monitor one that is logged.", RuntimeWarning)
         return
     if training.overrides.lr_scheduler_step is not None:
-        training.overrides.lr_scheduler_step(config.scheduler, value)
+        training.loop.log_context.call_refusing("lr_scheduler_step", training.overrides.lr_scheduler_step,
+                                                config.scheduler, value)
     else:
         config.scheduler.step(float(value))

@@ -244,11 +244,27 @@ class LogContext:
     num_dataloaders: int = 1
     #: The current batch, after the transfer to the device (None between batches).
     batch: Any = None
+    #: The hook running now in which ``self.log`` is refused (set only around such hooks), named in the error.
+    refused_in: str | None = None
 
     def enter(self, results: Results | None, num_dataloaders: int, defaults: tuple[bool, bool, bool]) -> None:
         """A stage begins: its results receive what is logged from now on."""
         self.results, self.num_dataloaders, self.dataloader_idx = results, num_dataloaders, 0
         self.defaults = defaults
+
+    def leave(self) -> None:
+        """The run ends: nothing is collected until the next stage begins."""
+        self.results, self.refused_in, self.batch = None, None, None
+
+    def call_refusing(self, hook: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+        """``call(*args, **kwargs)`` with ``self.log`` refused inside it (Lightning's rule for ``hook``), then handed
+        back as it was. Used around hooks that run at most a few times per epoch, or per batch only when implemented."""
+        saved = self.results, self.refused_in
+        self.results, self.refused_in = None, hook
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self.results, self.refused_in = saved
 
     def saved(self) -> tuple[Any, ...]:
         return self.results, self.defaults, self.dataloader_idx, self.num_dataloaders, self.batch

@@ -449,15 +449,17 @@ class TrainingLoop:
         h = t.hook
         t.state.stage = "validate"
         if not self._window_open():  # with no implementation, the default (gradients dropped) without a call
-            (h.on_validation_model_zero_grad or module_overrides.drop_gradients)(trainer=t, module=t.module)
+            if h.on_validation_model_zero_grad is None:
+                module_overrides.drop_gradients(trainer=t, module=t.module)
+            else:  # no self.log inside (Lightning)
+                loop.log_context.call_refusing("on_validation_model_zero_grad", h.on_validation_model_zero_grad,
+                                               trainer=t, module=t.module)
         self.load_val_data_if_due()
         if not self.val_loaders or not any(self.val_nums):
             t.state.stage = "train"
             return
         saved = loop.log_context.saved()
-        loop.evaluation.run("validate", self.val_loaders, self.val_nums)
-        if t.hook.log_metrics is not None:
-            loop.metrics.write_epoch(loop.val_results)
+        loop.evaluation.run("validate", self.val_loaders, self.val_nums)  # writes the epoch's values to the loggers
         if self.val_seconds is not None:
             self.last_val_time = time.monotonic()
         loop.log_context.restore(saved)
