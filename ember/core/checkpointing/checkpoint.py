@@ -291,8 +291,10 @@ class Checkpointing:
         return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
-        """``Loops.restore``: read the checkpoint and load the module's weights now; for a fit, keep the rest
-        for :meth:`restore_training`, once the optimizers exist."""
+        """``Loops.restore``, after ``configure_model``, in Lightning's order: read the checkpoint, call the
+        module's ``on_load_checkpoint`` (it may rename or convert ``checkpoint["state_dict"]``), load the weights,
+        call the other plugins' ``on_load_checkpoint`` and, for a fit, give them their states (callbacks, the
+        DataModule); keep the rest for :meth:`restore_training`, once ``configure_optimizers`` has run."""
         t = self.trainer
         auto = ckpt_path == AUTO
         path = self.resolve(ckpt_path)
@@ -306,6 +308,7 @@ class Checkpointing:
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
                                   "checkpoint.")
+        self._on_load_checkpoint(checkpoint, module=True)
         state = checkpoint.get("state_dict")
         if not isinstance(state, Mapping):
             raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
@@ -318,11 +321,20 @@ class Checkpointing:
         t.module.load_state_dict(state, strict=strict)
         t.ckpt_path = path
         note_weights(t.module, path)
+        self._on_load_checkpoint(checkpoint, module=False)
         if fn == "fit":
+            plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
             self._pending = checkpoint
+
+    def _on_load_checkpoint(self, checkpoint: dict[str, Any], module: bool) -> None:
+        """``on_load_checkpoint`` in its two parts: the module's alone (``module``), before its weights are loaded
+        from the checkpoint; every other plugin's (and the wrappers) after them."""
+        t = self.trainer
+        if t.hook.on_load_checkpoint is None:
             return
-        if t.hook.on_load_checkpoint is not None:
-            t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
+        pm = t.plugin_manager
+        leave_out = [p for p in pm.get_plugins() if p is not t.module] if module else [t.module]
+        pm.subset_hook_caller("on_load_checkpoint", leave_out)(trainer=t, module=t.module, checkpoint=checkpoint)
 
     def dump(self, weights_only: bool = False) -> dict[str, Any]:
         """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),
@@ -348,8 +360,8 @@ class Checkpointing:
         return checkpoint
 
     def restore_training(self) -> FitProgress | None:
-        """Restore optimizers, schedulers, loop progress, metrics and plugin states from the checkpoint read by
-        :meth:`restore`. Returns where the fit resumes, or None when not resuming."""
+        """Restore optimizers, schedulers, loop progress and metrics from the checkpoint read by :meth:`restore`.
+        Returns where the fit resumes, or None when not resuming."""
         checkpoint, self._pending = self._pending, None
         if checkpoint is None:
             return None
@@ -371,9 +383,6 @@ class Checkpointing:
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
-        plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
-        if t.hook.on_load_checkpoint is not None:
-            t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")
         self._resume_data = checkpoint.get("data", {}).get("train", {})
         where = f"after batch {progress.batch_idx}" if progress.phase == "batch" else "at the start of the epoch"

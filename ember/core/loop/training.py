@@ -70,6 +70,8 @@ class TrainingLoop:
         self.last_val_time = 0.0
         #: Where the running epoch stands (read by ``trainer.fit_loop``, :mod:`ember.core.loop.loop_views`).
         self.marks = EpochMarks()
+        #: The last batch of the last epoch when ``max_steps`` ended it before its last batch, else None.
+        self.stopped_after: int | None = None
 
     def reset_data(self, validates: bool) -> None:
         """At the start of a fit: no loader has been asked for yet."""
@@ -129,7 +131,7 @@ class TrainingLoop:
             every = t.config.reload_dataloaders_every_n_epochs
             if every and self.progress.current_epoch - self.train_loaded_epoch >= every:
                 loop.load_train_data()
-        self.keep_results = False
+        self.keep_results, self.stopped_after = False, None
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         set_sampler_epoch(loader, self.progress.current_epoch)
@@ -176,7 +178,7 @@ class TrainingLoop:
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
         val_secs = self.validation_seconds()  # time-based: the clock alone says when (at an epoch's end too)
-        scheds_stepped = False
+        scheds_stepped = is_last = False
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -219,6 +221,8 @@ class TrainingLoop:
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)
         ctx.batch = None
+        if not is_last and max_steps != -1 and p.global_step >= max_steps and not self.marks.cut:
+            self.stopped_after = p.batch_idx  # unfinished: a checkpoint written after it resumes inside it
         return scheds_stepped
 
     def _cut_short(self, automatic: bool) -> bool:
