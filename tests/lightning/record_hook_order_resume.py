@@ -120,20 +120,24 @@ def scenarios(pl: Any) -> dict[str, Any]:
         # 3. a fit that max_steps ended after the first batch of an epoch, resumed with more steps, or more epochs
         trainer(root + "/c", max_steps=1).fit(Model(), data(4))
         path = str(next(Path(root, "c").rglob("*.ckpt")))
+
+        class Watched(Model):
+            def __init__(self, run: list[Any]) -> None:
+                super().__init__()
+                self.run = run
+
+            def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+                # (not on_train_epoch_start: ember calls it again when a fit resumes inside an epoch,
+                # docs/checkpoints.md "What runs again"; Lightning does not)
+                self.run.append(["batch", self.current_epoch, batch_idx, self.global_step])
+
+            def on_train_epoch_end(self) -> None:
+                self.run.append(["epoch end", self.current_epoch, self.global_step])
+
         for name, limits in (("max_steps", {"max_steps": 3}), ("max_epochs", {"max_epochs": 2})):
             run: list[Any] = []
-
-            class Watched(Model):
-                def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-                    # (not on_train_epoch_start: ember calls it again when a fit resumes inside an epoch,
-                    # docs/checkpoints.md "What runs again"; Lightning does not)
-                    run.append(["batch", self.current_epoch, batch_idx, self.global_step])
-
-                def on_train_epoch_end(self) -> None:
-                    run.append(["epoch end", self.current_epoch, self.global_step])
-
             t = trainer(root + "/c" + name, **limits)
-            t.fit(Watched(), data(4), ckpt_path=path)
+            t.fit(Watched(run), data(4), ckpt_path=path)
             run.append(["fit end", t.current_epoch, t.global_step])
             out[f"resume after max_steps, {name}"] = run
     return out

@@ -308,7 +308,7 @@ class Checkpointing:
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
                                   "checkpoint.")
-        self._on_load_checkpoint(checkpoint, module=True)
+        plugin_state.on_load_checkpoint(t, checkpoint, module=True)
         state = checkpoint.get("state_dict")
         if not isinstance(state, Mapping):
             raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
@@ -321,20 +321,10 @@ class Checkpointing:
         t.module.load_state_dict(state, strict=strict)
         t.ckpt_path = path
         note_weights(t.module, path)
-        self._on_load_checkpoint(checkpoint, module=False)
+        plugin_state.on_load_checkpoint(t, checkpoint, module=False)
         if fn == "fit":
             plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
             self._pending = checkpoint
-
-    def _on_load_checkpoint(self, checkpoint: dict[str, Any], module: bool) -> None:
-        """``on_load_checkpoint`` in its two parts: the module's alone (``module``), before its weights are loaded
-        from the checkpoint; every other plugin's (and the wrappers) after them."""
-        t = self.trainer
-        if t.hook.on_load_checkpoint is None:
-            return
-        pm = t.plugin_manager
-        leave_out = [p for p in pm.get_plugins() if p is not t.module] if module else [t.module]
-        pm.subset_hook_caller("on_load_checkpoint", leave_out)(trainer=t, module=t.module, checkpoint=checkpoint)
 
     def dump(self, weights_only: bool = False) -> dict[str, Any]:
         """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),

@@ -70,7 +70,8 @@ class TrainingLoop:
         self.last_val_time = 0.0
         #: Where the running epoch stands (read by ``trainer.fit_loop``, :mod:`ember.core.loop.loop_views`).
         self.marks = EpochMarks()
-        #: The last batch of the last epoch when ``max_steps`` ended it before its last batch, else None.
+        #: The last batch of the last epoch when ``max_steps`` ended it before its last batch, else None (a
+        #: checkpoint written after that epoch resumes inside it; see ``Loops.state_dict``).
         self.stopped_after: int | None = None
 
     def reset_data(self, validates: bool) -> None:
@@ -117,7 +118,7 @@ class TrainingLoop:
     def run_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         batches, read_to_end = self._start_epoch(resume)
-        scheds_stepped = self._run_batches(batches, read_to_end)
+        scheds_stepped, self.stopped_after = self._run_batches(batches, read_to_end)
         self._end_epoch(scheds_stepped)
 
     def _start_epoch(self, resume: FitProgress | None) -> tuple[Any, bool]:
@@ -131,7 +132,7 @@ class TrainingLoop:
             every = t.config.reload_dataloaders_every_n_epochs
             if every and self.progress.current_epoch - self.train_loaded_epoch >= every:
                 loop.load_train_data()
-        self.keep_results, self.stopped_after = False, None
+        self.keep_results = False
         loop.log_context.enter(results, 1, EPOCH_HOOK)
         loader = self.train_loader
         set_sampler_epoch(loader, self.progress.current_epoch)
@@ -162,9 +163,9 @@ class TrainingLoop:
         marks.phase, marks.began, marks.first_batch, marks.cut = STARTED, True, start, False
         marks.seen, marks.step = p.batches_seen, p.global_step
 
-    def _run_batches(self, batches: Any, read_to_end: bool) -> bool:
+    def _run_batches(self, batches: Any, read_to_end: bool) -> tuple[bool, int | None]:
         """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether the
-        epoch's scheduler steps were taken."""
+        epoch's scheduler steps were taken, and its last batch if ``max_steps`` ended it before its last one."""
         t, p, loop = self.t, self.progress, self.loop
         h, module, ckpt, ctx = t.hook, t.module, t.checkpointing, loop.log_context
         results, transfer, metrics = loop.train_results, loop.transfer, loop.metrics
@@ -221,9 +222,7 @@ class TrainingLoop:
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)
         ctx.batch = None
-        if not is_last and max_steps != -1 and p.global_step >= max_steps and not self.marks.cut:
-            self.stopped_after = p.batch_idx  # unfinished: a checkpoint written after it resumes inside it
-        return scheds_stepped
+        return scheds_stepped, None if is_last or self.marks.cut or not 0 <= max_steps <= p.global_step else p.batch_idx
 
     def _cut_short(self, automatic: bool) -> bool:
         """-1 from ``on_train_batch_start``: the skipped batch ends the epoch and counts as its last, as in Lightning
