@@ -62,6 +62,10 @@ def scenarios(pl: Any) -> dict[str, Any]:
         def on_load_checkpoint(self, checkpoint: dict) -> None:
             self.events.append(["on_load_checkpoint", self.loaded(), self.trainer.global_step, self.optimizer_state()])
 
+        def zero_grad(self, set_to_none: bool = True) -> None:  # the trainer's, after on_fit_start
+            self.events.append(["zero_grad"])
+            super().zero_grad(set_to_none)
+
         def on_fit_start(self) -> None:
             # (not the optimizer state: ember restores it before on_fit_start, Lightning after; docs/lightning.md)
             self.events.append(["on_fit_start", self.loaded()])
@@ -133,6 +137,10 @@ def scenarios(pl: Any) -> dict[str, Any]:
 
             def on_train_epoch_end(self) -> None:
                 self.run.append(["epoch end", self.current_epoch, self.global_step])
+
+            def zero_grad(self, set_to_none: bool = True) -> None:
+                self.run.append(["zero_grad"])
+                super().zero_grad(set_to_none)
 
         for name, limits in (("max_steps", {"max_steps": 3}), ("max_epochs", {"max_epochs": 2})):
             run: list[Any] = []

@@ -101,9 +101,7 @@ def restore(trainer: Any, found: list[tuple[str, Any]], states: Any, path: str |
 def on_load_checkpoint(trainer: Any, checkpoint: dict[str, Any], module: bool) -> None:
     """``on_load_checkpoint`` in its two parts, as Lightning calls it: the module's alone (``module``), before its
     weights are loaded from the checkpoint (which it may change); every other plugin's (wrappers included) after."""
-    t = trainer
-    if t.hook.on_load_checkpoint is None:
-        return
-    pm = t.plugin_manager
-    leave_out = [p for p in pm.get_plugins() if p is not t.module] if module else [t.module]
-    pm.subset_hook_caller("on_load_checkpoint", leave_out)(trainer=t, module=t.module, checkpoint=checkpoint)
+    t, the_module = trainer, trainer.module
+    if t.hook.on_load_checkpoint is not None:
+        keep = (lambda p: p is the_module) if module else (lambda p: p is not the_module)
+        t.hook.call_some("on_load_checkpoint", keep, trainer=t, module=the_module, checkpoint=checkpoint)

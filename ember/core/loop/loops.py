@@ -243,7 +243,8 @@ class Loops:
         self.log_hyperparameters()
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        if resume is None or resume.phase != "batch":  # (resumed mid-epoch: the window's restored gradients stay)
+        # (resumed in the middle of an accumulation window: the gradients the checkpoint held stay)
+        if resume is None or resume.phase != "batch" or all(p.grad is None for p in module.parameters()):
             module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)
