@@ -134,3 +134,20 @@ def test_a_fit_bounded_by_epochs_counts_that_epoch_as_finished(tmp_path: Path) -
     resumed, model = _fit(tmp_path / "resumed", ckpt_path=path, max_epochs=2)
     assert [(e, i) for e, i, _ in model.seen] == [(1, i) for i in range(6)]
     assert (resumed.current_epoch, resumed.global_step) == (2, 8)
+
+
+# -- the plugins a checkpoint hook goes to --------------------------------------------------------------------------
+class OwnBackward(TinyClassifier):
+    """A module that answers a role hook (ember registers an object answering it for the run)."""
+
+    def backward(self, loss: torch.Tensor, *args: Any, **kwargs: Any) -> None:
+        loss.backward()
+
+    def on_train_epoch_end(self) -> None:
+        self.trainer.save_checkpoint(Path(self.trainer.default_root_dir) / "weights.ckpt", weights_only=True)
+
+
+def test_a_weights_only_save_from_a_module_with_role_overrides(tmp_path: Path) -> None:
+    trainer = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path), enable_checkpointing=False, **QUIET)
+    trainer.fit(OwnBackward(), DataLoader(tiny_dataset(16), batch_size=8))
+    assert "state_dict" in torch.load(tmp_path / "weights.ckpt", weights_only=True)

@@ -162,9 +162,8 @@ class Checkpointing:
             dm = t.datamodule
             add_lightning_names(checkpoint, names, type(dm).__qualname__ if dm is not None else None)
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
-            pm = t.plugin_manager
-            callbacks = [p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"]
-            pm.subset_hook_caller("on_save_checkpoint", callbacks)(trainer=t, module=module, checkpoint=checkpoint)
+            t.hook.call_some("on_save_checkpoint", lambda p: getattr(type(p), STYLE_ATTR, None) != "callback",
+                             trainer=t, module=module, checkpoint=checkpoint)
         else:
             t.hook.call("on_save_checkpoint", trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
