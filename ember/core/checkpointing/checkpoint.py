@@ -307,6 +307,7 @@ class Checkpointing:
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
                                   "checkpoint.")
+        t.ckpt_path = path  # (the hooks see it, as in Lightning)
         plugin_state.on_load_checkpoint(t, checkpoint, module=True)
         state = checkpoint.get("state_dict")
         if not isinstance(state, Mapping):
@@ -318,7 +319,6 @@ class Checkpointing:
         strict = getattr(t.module, "strict_loading", True) is not False  # LightningModule.strict_loading
         check_weights(t.module, state, path, checkpoint, hint=how, strict=strict)
         t.module.load_state_dict(state, strict=strict)
-        t.ckpt_path = path
         note_weights(t.module, path)
         plugin_state.on_load_checkpoint(t, checkpoint, module=False)
         if fn == "fit":

@@ -5,7 +5,8 @@ walks one batch through it. A fit::
 
     configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device
     -> prepare_data -> setup(fit) -> configure_model -> convert_module
-    -> [resuming: on_load_checkpoint (the module's first) -> weights -> plugin states (callbacks, DataModule)]
+    -> [ckpt_path: the module's on_load_checkpoint -> weights -> the other plugins' on_load_checkpoint
+        -> (fit) plugin states (callbacks, DataModule)]
     -> configure_optimizers -> setup_module -> [optimizer and scheduler states, loop progress] -> log_hyperparams
     -> on_fit_start -> [sanity check: on_sanity_check_start -> validation -> on_sanity_check_end]
     -> on_train_start -> epochs (:mod:`ember.core.loop.training`), each with its validation
