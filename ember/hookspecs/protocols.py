@@ -484,7 +484,7 @@ if TYPE_CHECKING:
         """``on_load_checkpoint`` (event hook)."""
 
         def on_load_checkpoint(self, trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
-            """Restore from a checkpoint; called once per load, after the module's weights are loaded."""
+            """Restore from a checkpoint; called once per load, in two parts (as in Lightning)."""
             return None
 
     class EventHooks(

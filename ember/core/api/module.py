@@ -365,8 +365,8 @@ class Module(HyperparametersMixin, torch.nn.Module, StepPlaceholders):
         them. ``map_location`` is where the module goes afterwards (e.g. ``"cuda"``); the file is always read
         to the CPU first. ``weights_only=False`` allows files holding arbitrary Python objects (only for files
         you trust). Reads ember checkpoints (full or weights-only) and PyTorch Lightning checkpoints. The
-        module's ``on_load_checkpoint(checkpoint)`` runs after the weights are loaded; call ``.eval()`` for
-        inference. ``strict=None`` takes the module's ``strict_loading`` (True unless the class sets it False).
+        module's ``on_load_checkpoint(checkpoint)`` runs before the weights are loaded (it may change
+        ``checkpoint["state_dict"]``, as in Lightning); call ``.eval()`` for inference. ``strict=None`` takes the module's ``strict_loading`` (True unless the class sets it False).
         """
         from ember.core.checkpointing.checkpoint_format import load_module
 

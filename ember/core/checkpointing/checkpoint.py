@@ -162,10 +162,11 @@ class Checkpointing:
                 checkpoint["plugins"][key] = plugin.state_dict()
             dm = t.datamodule
             add_lightning_names(checkpoint, names, type(dm).__qualname__ if dm is not None else None)
-        pm, hook = t.plugin_manager, functools.partial(t.hook.call, "on_save_checkpoint")
         if weights_only:  # as in Lightning, a weights-only file calls no Lightning-style callback's hook
-            hook = pm.subset_hook_caller("on_save_checkpoint", [
-                p for p in pm.get_plugins() if getattr(type(p), STYLE_ATTR, None) == "callback"])
+            hook = functools.partial(t.hook.call_some, "on_save_checkpoint",
+                                     lambda p: getattr(type(p), STYLE_ATTR, None) != "callback")
+        else:
+            hook = functools.partial(t.hook.call, "on_save_checkpoint")
         # no self.log in on_save_checkpoint (Lightning)
         t.loop.log_context.call_refusing("on_save_checkpoint", hook, trainer=t, module=module, checkpoint=checkpoint)
         if weights_only:
@@ -292,8 +293,10 @@ class Checkpointing:
         return CheckpointPaths(self.trainer, self.last_paths).resolve(ckpt_path)
 
     def restore(self, ckpt_path: Any, weights_only: bool = True) -> None:
-        """``Loops.restore``: read the checkpoint and load the module's weights now; for a fit, keep the rest
-        for :meth:`restore_training`, once the optimizers exist."""
+        """``Loops.restore``, after ``configure_model``, in Lightning's order: read the checkpoint, call the
+        module's ``on_load_checkpoint`` (it may rename or convert ``checkpoint["state_dict"]``), load the weights,
+        call the other plugins' ``on_load_checkpoint`` and, for a fit, give them their states (callbacks, the
+        DataModule); keep the rest for :meth:`restore_training`, once ``configure_optimizers`` has run."""
         t = self.trainer
         auto = ckpt_path == AUTO
         path = self.resolve(ckpt_path)
@@ -307,6 +310,8 @@ class Checkpointing:
             raise CheckpointError(f"{path} holds weights only (saved with weights_only=True), which cannot resume "
                                   "a fit. Load it with YourModule.load_from_checkpoint(path), or resume from a full "
                                   "checkpoint.")
+        t.ckpt_path = path  # (the hooks see it, as in Lightning)
+        plugin_state.on_load_checkpoint(t, checkpoint, module=True)
         state = checkpoint.get("state_dict")
         if not isinstance(state, Mapping):
             raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
@@ -317,13 +322,11 @@ class Checkpointing:
         strict = getattr(t.module, "strict_loading", True) is not False  # LightningModule.strict_loading
         check_weights(t.module, state, path, checkpoint, hint=how, strict=strict)
         t.module.load_state_dict(state, strict=strict)
-        t.ckpt_path = path
         note_weights(t.module, path)
+        plugin_state.on_load_checkpoint(t, checkpoint, module=False)
         if fn == "fit":
+            plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
             self._pending = checkpoint
-            return
-        if t.hook.on_load_checkpoint is not None:
-            t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
 
     def dump(self, weights_only: bool = False) -> dict[str, Any]:
         """The checkpoint a save would write now, as a dict (the run's plugins' ``on_save_checkpoint`` called),
@@ -349,8 +352,8 @@ class Checkpointing:
         return checkpoint
 
     def restore_training(self) -> FitProgress | None:
-        """Restore optimizers, schedulers, loop progress, metrics and plugin states from the checkpoint read by
-        :meth:`restore`. Returns where the fit resumes, or None when not resuming."""
+        """Restore optimizers, schedulers, loop progress and metrics from the checkpoint read by :meth:`restore`.
+        Returns where the fit resumes, or None when not resuming."""
         checkpoint, self._pending = self._pending, None
         if checkpoint is None:
             return None
@@ -372,9 +375,6 @@ class Checkpointing:
             for p, g in zip(params, grads, strict=True):
                 p.grad = None if g is None else g.to(device=p.device, dtype=p.dtype)
         progress = t.loop.load_state_dict(checkpoint, path)  # the counters, self.log's epoch values, metrics
-        plugin_state.restore(t, self._stateful_plugins(), checkpoint.get("plugins", {}), path)
-        if t.hook.on_load_checkpoint is not None:
-            t.hook.on_load_checkpoint(trainer=t, module=t.module, checkpoint=checkpoint)
         self._resume_rng = checkpoint.get("rng")
         self._resume_data = checkpoint.get("data", {}).get("train", {})
         where = f"after batch {progress.batch_idx}" if progress.phase == "batch" else "at the start of the epoch"

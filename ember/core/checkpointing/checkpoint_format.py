@@ -433,22 +433,22 @@ def load_datamodule(cls: type, path: str | os.PathLike, weights_only: bool = Tru
 def load_module(cls: type, path: str | os.PathLike, map_location: Any = None, strict: bool | None = True,
                 weights_only: bool = True, checkpoint_io: Any = "torch", **overrides: Any) -> Any:
     """``Module.load_from_checkpoint``: build ``cls`` from the saved hyperparameters (``overrides`` win),
-    load the weights, call the module's ``on_load_checkpoint``."""
+    call the module's ``on_load_checkpoint`` (which may change ``checkpoint["state_dict"]``), load the weights."""
     path = os.fspath(path)
     checkpoint = check_format(read(storage_manager(checkpoint_io), None, path, weights_only), path,
                               allow_lightning=True)
     module = build_from_hparams(cls, checkpoint, path, overrides)
+    on_load = getattr(module, "on_load_checkpoint", None)
+    if callable(on_load):
+        on_load(checkpoint)
     state = checkpoint.get("state_dict")
     if not isinstance(state, Mapping):
         raise CheckpointError(f"{path} has no 'state_dict' entry with the module's weights.")
-    on_load = getattr(module, "on_load_checkpoint", None)
     if strict is None:  # the module's own choice (LightningModule.strict_loading), True by default
         strict = getattr(module, "strict_loading", True) is not False
     check_weights(module, state, path, checkpoint, strict=strict)
     module.load_state_dict(state, strict=strict)
     note_weights(module, path)
-    if callable(on_load):
-        on_load(checkpoint)
     if isinstance(map_location, (str, torch.device)):
         module.to(map_location)
     return module

@@ -1,4 +1,5 @@
-"""Which of a run's plugins keep state in checkpoints, and under which key (``checkpoint["plugins"]``)."""
+"""Which of a run's plugins keep state in checkpoints, and under which key (``checkpoint["plugins"]``); how they are
+told of a checkpoint loaded (``on_load_checkpoint``)."""
 
 from __future__ import annotations
 
@@ -95,3 +96,12 @@ def restore(trainer: Any, found: list[tuple[str, Any]], states: Any, path: str |
         warn_user(f"{path} holds the state of {', '.join(left)}, which this Trainer does not have: that state "
                   "is not restored. When resuming with ckpt_path, pass the callbacks and plugins that wrote "
                   "the checkpoint to the Trainer again (callbacks=[...]) to continue with their state.")
+
+
+def on_load_checkpoint(trainer: Any, checkpoint: dict[str, Any], module: bool) -> None:
+    """``on_load_checkpoint`` in its two parts, as Lightning calls it: the module's alone (``module``), before its
+    weights are loaded from the checkpoint (which it may change); every other plugin's (wrappers included) after."""
+    t, the_module = trainer, trainer.module
+    if t.hook.on_load_checkpoint is not None:
+        keep = (lambda p: p is the_module) if module else (lambda p: p is not the_module)
+        t.hook.call_some("on_load_checkpoint", keep, trainer=t, module=the_module, checkpoint=checkpoint)

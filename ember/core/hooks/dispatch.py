@@ -72,9 +72,12 @@ class HookTable:
             raise AttributeError(f"no ember hook named {name!r}")
         return caller
 
-    def _entry(self, caller: pluggy.HookCaller, wrap: Callable[[Any], Any] | None) -> Any:
+    def _entry(self, caller: pluggy.HookCaller, wrap: Callable[[Any], Any] | None,
+               keep: Callable[[Any], bool] | None = None) -> Any:
         monitors: Sequence[Monitor] = self._pm.monitors
         impls = caller.get_hookimpls()
+        if keep is not None:
+            impls = [impl for impl in impls if keep(impl.plugin)]
         if wrap is not None:
             impls = [wrap(impl) for impl in impls]
         if not impls or (not monitors and all(getattr(i.function, NOOP_MARK, False) for i in impls)):
@@ -95,6 +98,12 @@ class HookTable:
         """Call the hook ``name`` with each implementation replaced by ``wrap(impl)`` (``Trainer`` guards the
         ``on_exception`` handlers this way, so that one failing handler cannot hide the others)."""
         entry = self._entry(self._caller(name), wrap)
+        return entry(**kwargs) if entry is not None else None
+
+    def call_some(self, name: str, keep: Callable[[Any], bool], /, **kwargs: Any) -> Any:
+        """Call the hook ``name`` on the implementations of the plugins that ``keep(plugin)`` accepts only
+        (``on_load_checkpoint`` runs the module's before its weights are loaded, the other plugins' after)."""
+        entry = self._entry(self._caller(name), None, keep)
         return entry(**kwargs) if entry is not None else None
 
 

@@ -4,8 +4,10 @@ The order of events is the contract of design.md section 5 (Lightning 2.x as it 
 walks one batch through it. A fit::
 
     configure -> distributed_info -> launch -> setup_environment -> root_device -> setup_device
-    -> prepare_data -> setup(fit) -> configure_model -> convert_module -> [restore weights]
-    -> configure_optimizers -> setup_module -> [restore the rest] -> log_hyperparams
+    -> prepare_data -> setup(fit) -> configure_model -> convert_module
+    -> [ckpt_path: the module's on_load_checkpoint -> weights -> the other plugins' on_load_checkpoint
+        -> (fit) plugin states (callbacks, DataModule)]
+    -> configure_optimizers -> setup_module -> [optimizer and scheduler states, loop progress] -> log_hyperparams
     -> on_fit_start -> [sanity check: on_sanity_check_start -> validation -> on_sanity_check_end]
     -> on_train_start -> epochs (:mod:`ember.core.loop.training`), each with its validation
        (:mod:`ember.core.loop.evaluation`) -> on_train_end -> on_fit_end -> teardown(fit)
@@ -41,7 +43,7 @@ from ember.core.loop.metrics import MetricLog
 from ember.core.loop.optim import check_optimization, parse_optimizers
 from ember.core.loop.results import Results
 from ember.core.loop.seed import preserved_rng
-from ember.core.loop.state import EPOCH_HOOK, FitProgress, Launched, LogContext, Progress, StateName
+from ember.core.loop.state import EPOCH_HOOK, IDLE, FitProgress, Launched, LogContext, Progress, StateName
 from ember.core.loop.training import ManualOptimizer, TrainingLoop
 
 if TYPE_CHECKING:
@@ -85,7 +87,12 @@ class Loops:
         """The loop's part of a full checkpoint, as one unit: the progress counters (``loops["fit"]``, written
         after batch ``batch_idx`` of the epoch, or before its first batch), the epoch accumulators of
         ``self.log`` (``results["train"]``) and ``callback_metrics``."""
-        return {"loops": {"fit": attrs.asdict(self.progress.snapshot(batch_idx))},
+        progress = self.progress.snapshot(batch_idx)
+        stopped_after = self.training.stopped_after
+        if batch_idx is None and stopped_after is not None and self.training.marks.phase == IDLE:
+            # max_steps ended the last epoch before its last batch: see load_state_dict
+            progress = attrs.evolve(self.progress.snapshot(stopped_after), epoch=progress.epoch - 1, phase="epoch_end")
+        return {"loops": {"fit": attrs.asdict(progress)},
                 "results": {"train": self.train_results.state_dict()},
                 "callback_metrics": {k: v.detach() for k, v in self.metrics.callback_metrics.items()
                                      if isinstance(v, torch.Tensor)}}
@@ -96,6 +103,11 @@ class Loops:
         if not isinstance(loops, Mapping) or not isinstance(loops.get("fit"), Mapping):
             raise CheckpointError(f"{path} has no loop progress (loops['fit']): it cannot resume a fit.")
         progress = FitProgress.from_dict(loops["fit"])
+        if progress.phase == "epoch_end":  # an epoch that max_steps ended early: as in Lightning, a fit bounded by
+            # max_steps goes on inside it, after its last batch run (as the fit would have with a higher max_steps);
+            # one bounded by epochs counts it as finished
+            progress = attrs.evolve(progress, phase="batch") if self.max_steps != -1 else \
+                attrs.evolve(progress, epoch=progress.epoch + 1, phase="epoch_start", batch_idx=-1)
         self.progress.restore(progress)
         self.train_results.load_state_dict(checkpoint.get("results", {}).get("train", {}))
         self.metrics.callback_metrics.update(checkpoint.get("callback_metrics", {}))
@@ -123,7 +135,7 @@ class Loops:
         t = self.t
         t.ckpt_path = None
         self.metrics.reset()
-        if options.get("ckpt_path"):  # the weights now; a fit restores the rest once its optimizers exist
+        if options.get("ckpt_path"):  # weights and plugin states now; a fit restores the rest once its optimizers exist
             t.checkpointing.restore(options["ckpt_path"], options.get("weights_only", True))
         if fn == "fit":
             with t.checkpointing.fitting(), torch.autograd.set_detect_anomaly(t.config.detect_anomaly):
@@ -242,7 +254,8 @@ class Loops:
         self.log_hyperparameters()
         if h.on_fit_start is not None:
             h.on_fit_start(trainer=t, module=module)
-        if resume is None or resume.phase != "batch":  # (resumed mid-epoch: the window's restored gradients stay)
+        # (resumed in the middle of an accumulation window: the gradients the checkpoint held stay)
+        if resume is None or resume.phase != "batch" or all(p.grad is None for p in module.parameters()):
             module.zero_grad()
         if t.is_global_zero:  # the modes the user left, before the sanity check (which puts them back as found)
             _warn_eval_modules(module)

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _FNS = (None, "fit", "validate", "test", "predict")
 _STAGES = (None, "train", "sanity_check", "validate", "test", "predict")
 _STATUSES = ("initializing", "running", "finished", "interrupted", "failed", "launched")
-_PHASES = ("epoch_start", "batch")
+_PHASES = ("epoch_start", "batch", "epoch_end")
 
 
 class StateName(str):
@@ -126,9 +126,11 @@ class FitProgress:
     #: ``trainer.should_stop``.
     should_stop: bool
     #: ``"epoch_start"``: before epoch ``epoch`` drew its first batch (also before and after training);
-    #: ``"batch"``: after batch ``batch_idx`` of epoch ``epoch`` and its validation, if one was due.
+    #: ``"batch"``: after batch ``batch_idx`` of epoch ``epoch`` and its validation, if one was due;
+    #: ``"epoch_end"``: after the end (``on_train_epoch_end``) of epoch ``epoch``, which ``max_steps`` ended after
+    #: batch ``batch_idx``, before its last.
     phase: str = attrs.field(validator=_phase)
-    #: The last batch processed in this epoch (phase ``"batch"``), else -1.
+    #: The last batch processed in this epoch (phases ``"batch"`` and ``"epoch_end"``), else -1.
     batch_idx: int = -1
 
     @classmethod

@@ -72,6 +72,9 @@ class TrainingLoop:
         self.last_val_time = 0.0
         #: Where the running epoch stands (read by ``trainer.fit_loop``, :mod:`ember.core.loop.loop_views`).
         self.marks = EpochMarks()
+        #: The last batch of the last epoch when ``max_steps`` ended it before its last batch, else None (a
+        #: checkpoint written after that epoch resumes inside it; see ``Loops.state_dict``).
+        self.stopped_after: int | None = None
 
     def reset_data(self, validates: bool) -> None:
         """At the start of a fit: no loader has been asked for yet."""
@@ -117,7 +120,7 @@ class TrainingLoop:
     def run_epoch(self, resume: FitProgress | None = None) -> None:
         """One training epoch; ``resume``: continue it after the batch a checkpoint was written at."""
         batches, read_to_end = self._start_epoch(resume)
-        scheds_stepped = self._run_batches(batches, read_to_end)
+        scheds_stepped, self.stopped_after = self._run_batches(batches, read_to_end)
         self._end_epoch(scheds_stepped)
 
     def _start_epoch(self, resume: FitProgress | None) -> tuple[Any, bool]:
@@ -162,9 +165,9 @@ class TrainingLoop:
         marks.phase, marks.began, marks.first_batch, marks.cut = STARTED, True, start, False
         marks.seen, marks.step = p.batches_seen, p.global_step
 
-    def _run_batches(self, batches: Any, read_to_end: bool) -> bool:
+    def _run_batches(self, batches: Any, read_to_end: bool) -> tuple[bool, int | None]:
         """The batch loop (the hot path: hooks nobody implements cost an attribute test). Returns whether the
-        epoch's scheduler steps were taken."""
+        epoch's scheduler steps were taken, and its last batch if ``max_steps`` ended it before its last one."""
         t, p, loop = self.t, self.progress, self.loop
         h, module, ckpt, ctx = t.hook, t.module, t.checkpointing, loop.log_context
         results, transfer, metrics = loop.train_results, loop.transfer, loop.metrics
@@ -178,7 +181,7 @@ class TrainingLoop:
             step_fn = functools.partial(batch_with_optimizer_step, self)
         val_every, val_at_end, val_across = self.validation_schedule()
         val_secs = self.validation_seconds()  # time-based: the clock alone says when (at an epoch's end too)
-        scheds_stepped = False
+        scheds_stepped = is_last = False
         for batch_idx, batch in batches:
             if n == math.inf:
                 batch, is_last = batch
@@ -221,7 +224,7 @@ class TrainingLoop:
             if ckpt.safe_point_due:  # after the batch and its validation: write requested checkpoints, ...
                 ckpt.safe_point(batch_idx)
         ctx.batch = None
-        return scheds_stepped
+        return scheds_stepped, None if is_last or self.marks.cut or not 0 <= max_steps <= p.global_step else p.batch_idx
 
     def _cut_short(self, automatic: bool) -> bool:
         """-1 from ``on_train_batch_start``: the skipped batch ends the epoch and counts as its last, as in Lightning

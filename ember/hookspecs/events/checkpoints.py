@@ -49,7 +49,13 @@ def on_save_checkpoint(trainer: TrainerLike, module: Any, checkpoint: dict) -> N
 
 @hookspec
 def on_load_checkpoint(trainer: TrainerLike, module: Any, checkpoint: dict) -> None:
-    """Restore from a checkpoint; called once per load, after the module's weights are loaded.
+    """Restore from a checkpoint; called once per load, in two parts (as in Lightning).
+
+    The module's implementation runs first, alone, before the module's weights are loaded, so that it may change
+    the checkpoint (rename or convert ``checkpoint["state_dict"]``); the other plugins' run (and wrappers wrap
+    them) after the weights are loaded. When a fit resumes, both run after ``configure_model`` and before the
+    plugins' ``load_state_dict`` and ``configure_optimizers``: the optimizers, schedulers and the loop's
+    counters (``global_step``, ...) are restored later, before ``on_fit_start``.
 
     :ranks: every rank
     :wrap: yes

@@ -277,7 +277,7 @@ class FSDPStrategy(ProcessGroupStrategy):
     @hookimpl(wrapper=True, specname="load_checkpoint")
     def shard_whole_checkpoint(self, trainer: Any) -> Generator[None, Any, Any]:
         """A one-process (e.g. consolidated) checkpoint resumes a sharded run: its weights are sharded here,
-        its optimizer states once the optimizers have loaded them (``on_load_checkpoint``)."""
+        its optimizer states once the optimizers have loaded them (``on_fit_start``)."""
         checkpoint = yield
         if trainer is not None and isinstance(checkpoint, dict) and isinstance(checkpoint.get("state_dict"), dict):
             checkpoint["state_dict"] = sharded_checkpoint.shard_module_state(checkpoint["state_dict"], trainer.module)
@@ -295,10 +295,12 @@ class FSDPStrategy(ProcessGroupStrategy):
                           "resumed from it will not match one that never stopped. Save at optimizer steps (e.g. "
                           "ModelCheckpoint(every_n_train_steps=...)) for an exact resume.", EmberWarning, stacklevel=2)
 
-    @hookimpl
-    def on_load_checkpoint(self, trainer: Any, checkpoint: dict) -> None:
-        super().on_load_checkpoint(trainer, checkpoint)
-        sharded_checkpoint.shard_optimizer_states(trainer.optimizers)
+    @hookimpl(tryfirst=True)
+    def on_fit_start(self, trainer: Any) -> None:
+        # A resumed fit's optimizers have loaded their states whole by now (on_load_checkpoint runs earlier, before
+        # configure_optimizers, as in Lightning): shard them before anything steps.
+        if trainer.ckpt_path is not None:
+            sharded_checkpoint.shard_optimizer_states(trainer.optimizers)
 
     @hookimpl(tryfirst=True)
     def remove_checkpoint(self, trainer: Any, path: str) -> Any:
