@@ -4,7 +4,7 @@
 class defines its own is found by :func:`overrides_of`, once per fit, and then:
 
 * ``optimizer_step(epoch, batch_idx, optimizer, optimizer_closure)`` replaces the optimizer step of the batch
-  that ends an accumulation window (:func:`ember.core.loop.training.batch_with_optimizer_step`); the closure runs
+  that ends an accumulation window (:func:`ember.core.loop.optim.batch_with_optimizer_step`); the closure runs
   ``training_step``, ``zero_grad`` (first batch of a window) and ``backward``, and ``optimizer.step(closure=...)`` runs it, then
   unscaling, ``on_before_optimizer_step``, clipping and the step. ``global_step`` counts the call, as in
   Lightning, whether or not the override stepped;

@@ -11,7 +11,7 @@ import attrs
 import torch
 
 from ember.core.errors import AutomaticOptimizationError, ConfigurationError, SchedulerStateError, suggest, warn_user
-from ember.core.loop.module_overrides import overridden
+from ember.core.loop.module_overrides import loss_of, overridden
 
 _SCHEDULER_KEYS = {"scheduler", "interval", "frequency", "monitor", "strict", "name", "reduce_on_plateau"}
 _USAGE = ("configure_optimizers() must return one of: an optimizer; a list/tuple of optimizers; a tuple "
@@ -383,3 +383,36 @@ def step_outputs(out: Any) -> Any:
     if isinstance(out, dict) and isinstance(out.get("loss"), torch.Tensor):
         return {**out, "loss": out["loss"].detach()}
     return out
+
+
+def batch_with_optimizer_step(training: Any, batch: Any, batch_idx: int, is_last: bool) -> Any:
+    """One automatic-optimization batch of a module that overrides ``optimizer_step``, or whose optimizer evaluates
+    the loss itself (LBFGS, an optimizer's own ``step``): training step and backward run in the closure the
+    optimizer step calls. ``training``: the fit's :class:`~ember.core.loop.training.TrainingLoop`."""
+    t = training.t
+    k = t.config.accumulate_grad_batches
+    if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):
+        return training.automatic_batch(batch, batch_idx, is_last)  # no step on this batch: nothing to override
+    h, module, opt = t.hook, t.module, t.optimizers[0]
+    outputs: list[Any] = []
+
+    def optimizer_closure() -> torch.Tensor | None:
+        with torch.enable_grad():
+            out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
+                         dataloader_idx=0, stage="train")
+            loss = loss_of(out)
+            training.zero_grad_and_backward(loss, opt, batch_idx)
+        outputs.append(out)
+        return loss.detach() if loss is not None else None
+
+    step = getattr(module, "optimizer_step", None)  # a module without it: an LBFGS-like optimizer alone brings us
+    if step is None:
+        training.closure_optimizer(opt).step(closure=optimizer_closure)
+    else:
+        step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
+    if not outputs:
+        raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
+                                 "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "
+                                 "optimizer_closure()) in it.")
+    training.progress.global_step += 1
+    return outputs[-1]

@@ -29,7 +29,7 @@ from ember.core.errors import ConfigurationError
 from ember.core.loop import module_overrides, state
 from ember.core.loop import schedulers as schedulers
 from ember.core.loop.data import length, set_sampler_epoch, with_last
-from ember.core.loop.optim import ManualOptimizer, passes_closure, step_outputs
+from ember.core.loop.optim import ManualOptimizer, batch_with_optimizer_step, passes_closure, step_outputs
 from ember.core.loop.state import EPOCH_HOOK, IDLE, PROCESSED, READY, STARTED, STEP, EpochMarks, FitProgress
 
 if TYPE_CHECKING:
@@ -467,36 +467,3 @@ class TrainingLoop:
             self.last_val_time = time.monotonic()
         loop.log_context.restore(saved)
         t.state.stage = "train"
-
-
-def batch_with_optimizer_step(training: TrainingLoop, batch: Any, batch_idx: int, is_last: bool) -> Any:
-    """One automatic-optimization batch of a module that overrides ``optimizer_step``, or whose optimizer evaluates
-    the loss itself (LBFGS, an optimizer's own ``step``): training step and backward run in the closure the
-    optimizer step calls."""
-    t = training.t
-    k = t.config.accumulate_grad_batches
-    if not t.optimizers or not (is_last or (batch_idx + 1) % k == 0):
-        return training.automatic_batch(batch, batch_idx, is_last)  # no step on this batch: nothing to override
-    h, module, opt = t.hook, t.module, t.optimizers[0]
-    outputs: list[Any] = []
-
-    def optimizer_closure() -> torch.Tensor | None:
-        with torch.enable_grad():
-            out = h.step(trainer=t, model=t.model, module=module, batch=batch, batch_idx=batch_idx,
-                         dataloader_idx=0, stage="train")
-            loss = module_overrides.loss_of(out)
-            training.zero_grad_and_backward(loss, opt, batch_idx)
-        outputs.append(out)
-        return loss.detach() if loss is not None else None
-
-    step = getattr(module, "optimizer_step", None)  # a module without it: an LBFGS-like optimizer alone brings us
-    if step is None:
-        training.closure_optimizer(opt).step(closure=optimizer_closure)
-    else:
-        step(t.current_epoch, batch_idx, training.closure_optimizer(opt), optimizer_closure)
-    if not outputs:
-        raise ConfigurationError(f"{type(module).__name__}.optimizer_step() did not run optimizer_closure, which runs "
-                                 "training_step and backward: call optimizer.step(closure=optimizer_closure) (or "
-                                 "optimizer_closure()) in it.")
-    training.progress.global_step += 1
-    return outputs[-1]
