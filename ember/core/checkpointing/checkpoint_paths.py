@@ -117,6 +117,13 @@ class CheckpointPaths:
             if existing:  # this run's own folder (a fit continued by the same Trainer, or a fixed version)
                 return max(existing, key=os.path.getmtime)
             path = self._agreed(lambda: self.latest_run("last"))
+            if path is None:
+                path = self._agreed(self._newest_exception_checkpoint)
+                if path is not None:
+                    announce(self.trainer, "ckpt_path='last': no last checkpoint was kept; the one written when a fit "
+                                           f"failed is read instead, {path} (a fit resumed from it starts the epoch "
+                                           "it failed in again)")
+                    return path
             if path is None and self.trainer.is_global_zero:
                 where = " or ".join(self.last_paths()) or self._where()
                 then = "the fit starts from the beginning" if self.trainer.state.fn == "fit" else \
@@ -133,6 +140,12 @@ class CheckpointPaths:
             raise ConfigurationError(f"ckpt_path={ckpt_path!r} is invalid: pass a file path, 'last', 'best' or "
                                      "'current'.")
         return os.fspath(ckpt_path)
+
+    def _newest_exception_checkpoint(self) -> str | None:
+        """The newest existing file of those plugins write when a fit fails (``exception_checkpoint_path``)."""
+        t = self.trainer
+        existing = [os.fspath(p) for p in t.hook.call("exception_checkpoint_path", trainer=t) if p and os.path.isfile(p)]
+        return max(existing, key=os.path.getmtime) if existing else None
 
     def _best(self) -> str:
         t = self.trainer
