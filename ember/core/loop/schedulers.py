@@ -52,7 +52,7 @@ def step_plateau(training: TrainingLoop, interval: str) -> None:
 def _plateau(training: TrainingLoop, config: Any) -> None:
     # read through the fit loop's view, as Lightning's epoch loop reads it, so that code which replaces
     # ``trainer.fit_loop.epoch_loop._get_monitor_value`` (to record or adjust what the scheduler sees) is heard
-    value = training.loop.views.fit.epoch_loop._get_monitor_value(config.monitor)
+    value = training.loop.views.fit.epoch_loop.monitor_value(config.monitor)
     metrics = training.t.callback_metrics
     if value is None:
         if config.strict:
