@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +165,30 @@ def test_last_prefers_a_kept_last_checkpoint_to_the_exception_checkpoint(tmp_pat
     assert trainer.global_step == 9
 
 
+def test_a_fit_without_ckpt_path_resumes_after_a_failed_fit(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="failing on purpose"):
+        _trainer(tmp_path, save_last=False).fit(FailsInEpoch(fail_epoch=1))
+    on_exception = str(tmp_path / "ft" / "on_exception.ckpt")
+    trainer = _trainer(tmp_path, save_last=False)
+    with pytest.warns(UserWarning, match="an earlier fit failed and left .*on_exception.ckpt"):
+        trainer.fit(FailsInEpoch())
+    assert trainer.ckpt_path == on_exception and trainer.global_step == 4 + 2 * 3
+    # the failure is behind: the next fit starts afresh, without a warning
+    trainer = _trainer(tmp_path, save_last=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*earlier fit failed")
+        trainer.fit(FailsInEpoch())
+    assert trainer.ckpt_path is None and trainer.global_step == 9
+
+
+def test_ckpt_path_current_trains_from_the_module_after_a_failed_fit(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="failing on purpose"):
+        _trainer(tmp_path, save_last=False).fit(FailsInEpoch(fail_epoch=1))
+    trainer = _trainer(tmp_path, save_last=False)
+    trainer.fit(FailsInEpoch(), ckpt_path="current")
+    assert trainer.ckpt_path is None and trainer.global_step == 9
+
+
 def test_parse_ckpt_path_last_names_the_exception_checkpoint(tmp_path: Path) -> None:
     ft = OnExceptionCheckpoint(tmp_path)
     Path(ft.ckpt_path).touch()
@@ -172,6 +197,9 @@ def test_parse_ckpt_path_last_names_the_exception_checkpoint(tmp_path: Path) -> 
         path = trainer._checkpoint_connector._parse_ckpt_path(fn, "last", model_provided=fn == "fit",
                                                               model_connected=True)
         assert path == str(tmp_path / "on_exception.ckpt")
+    with pytest.warns(UserWarning, match="The last model of the previous `fit` call will be used"):
+        path = trainer._checkpoint_connector._parse_ckpt_path("fit", None, model_provided=True, model_connected=True)
+    assert path == str(tmp_path / "on_exception.ckpt")
 
 
 def test_parse_ckpt_path_none(tmp_path: Path) -> None:

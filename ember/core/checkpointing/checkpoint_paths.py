@@ -104,6 +104,11 @@ def checkpoint_dirs(trainer: Any) -> list[str]:
 class CheckpointPaths:
     """Resolves a ``ckpt_path`` for ``trainer``; ``last_paths`` answers this run's own "last" files."""
 
+    #: A fit given no ``ckpt_path``: it resumes from ``"last"`` when a failed fit left a checkpoint (a file that
+    #: ``exception_checkpoint_path`` answers exists: ``OnExceptionCheckpoint`` removes its file after a fit that ends
+    #: normally), else it starts from the module's weights.
+    AFTER_FAILURE = "<the checkpoint a failed fit left, if any>"
+
     def __init__(self, trainer: Any, last_paths: Callable[[], list[str]]) -> None:
         self.trainer = trainer
         self.last_paths = last_paths
@@ -112,6 +117,8 @@ class CheckpointPaths:
         """``"last"``, ``"best"``, :data:`AUTO`, ``"current"`` or a path, as a file to read (None: none to read)."""
         if ckpt_path == CURRENT:
             return None
+        if ckpt_path == self.AFTER_FAILURE:
+            return self._after_failure()
         if ckpt_path == "last":
             existing = [p for p in self.last_paths() if os.path.exists(p)]
             if existing:  # this run's own folder (a fit continued by the same Trainer, or a fixed version)
@@ -140,6 +147,17 @@ class CheckpointPaths:
             raise ConfigurationError(f"ckpt_path={ckpt_path!r} is invalid: pass a file path, 'last', 'best' or "
                                      "'current'.")
         return os.fspath(ckpt_path)
+
+    def _after_failure(self) -> str | None:
+        failed = self._agreed(self._newest_exception_checkpoint)
+        if failed is None:
+            return None
+        if self.trainer.is_global_zero:
+            warn_user(f"trainer.fit() got no ckpt_path, and an earlier fit failed and left {failed}: this fit resumes "
+                      "from ckpt_path='last' (a last checkpoint where one was kept, else that file). The last model "
+                      "of the previous `fit` call will be used. Pass ckpt_path='last' to keep this choice and silence "
+                      "this warning, or ckpt_path='current' to train from the module's own weights.")
+        return self.resolve("last")
 
     def _newest_exception_checkpoint(self) -> str | None:
         """The newest existing file of those plugins write when a fit fails (``exception_checkpoint_path``)."""
