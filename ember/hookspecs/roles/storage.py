@@ -86,7 +86,10 @@ def exception_checkpoint_path(trainer: TrainerLike) -> str | None:
     "last" checkpoint exists, neither this run's (:func:`last_checkpoint_path`) nor one of an earlier run of the
     same run name: the newest existing answer is read then, so that a fit that failed before it kept a "last"
     checkpoint continues from the file written at the failure. Where a "last" checkpoint exists it comes first:
-    it was written at a safe point, from which a fit resumes exactly. Never called to write a file.
+    it was written at a safe point, from which a fit resumes exactly. Also called once at the start of every
+    ``fit`` given no ``ckpt_path`` (after ``setup``): when an answered file exists, a failed fit left it, and the
+    fit resumes as ``ckpt_path="last"`` does, with a warning (so a plugin answers with a file it removes after a
+    fit that ends normally). Never called to write a file.
 
     :ranks: every rank
     :wrap: yes

@@ -11,8 +11,8 @@ from ember.lightning.pytorch.callbacks.checkpoint import Checkpoint
 
 class OnExceptionCheckpoint(Checkpoint):
     """On an exception in ``fit`` (an error, Ctrl-C or a signal), write ``<dirpath>/<filename>.ckpt`` with the
-    state at that moment, to resume from (``trainer.fit(model, ckpt_path=...)``; ``ckpt_path="last"`` reads it
-    where no last checkpoint was kept).
+    state at that moment, to resume from: a later fit given no ``ckpt_path`` resumes from it (with a warning), and
+    ``ckpt_path="last"`` reads it where no last checkpoint was kept. A fit that ends normally removes it.
 
     :param dirpath: the folder.
     :param filename: the file's name without ``.ckpt``.
@@ -33,7 +33,7 @@ class OnExceptionCheckpoint(Checkpoint):
 
     @hookimpl
     def exception_checkpoint_path(self, trainer: Any) -> str:
-        """The file ``ckpt_path="last"`` falls back to when no last checkpoint exists."""
+        """The file a fit without ``ckpt_path`` resumes from, and ``ckpt_path="last"`` falls back to, when it exists."""
         return self.ckpt_path
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
