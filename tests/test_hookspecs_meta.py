@@ -209,6 +209,11 @@ def _runs(tmp_path: Path) -> list[str]:
 
     with pytest.raises(SignalExit):
         trainer(max_epochs=4, default_root_dir=checkpoints).fit(StopsOnASignal(), train, val)
+    # ckpt_path="last" with no last checkpoint anywhere asks for a failed fit's checkpoint
+    from ember.core.errors import NothingToResumeWarning
+
+    with pytest.warns(NothingToResumeWarning):
+        trainer(default_root_dir=str(tmp_path / "nothing_kept")).fit(TinyClassifier(), train, val, ckpt_path="last")
     for recorder in runs:
         called.extend(recorder.names)
     return called

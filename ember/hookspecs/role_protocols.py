@@ -29,6 +29,7 @@ __all__ = [
     "ConvertInput",
     "ConvertModule",
     "DistributedInfo",
+    "ExceptionCheckpointPath",
     "LastCheckpointPath",
     "Launch",
     "LoadCheckpoint",
@@ -254,6 +255,15 @@ if TYPE_CHECKING:
             """Answer the path of the "last" checkpoint a plugin keeps (``last.ckpt`` of a checkpoint callback)."""
             return None
 
+    class ExceptionCheckpointPath(Protocol):
+        """``exception_checkpoint_path`` (role hook)."""
+
+        def exception_checkpoint_path(self, trainer: TrainerLike) -> str | None:
+            """Answer the path of the checkpoint a plugin writes when a fit fails (``OnExceptionCheckpoint``'s
+            file).
+            """
+            return None
+
     class Requeue(Protocol):
         """``requeue`` (role hook, firstresult)."""
 
@@ -294,6 +304,6 @@ else:
     def _empty(name: str) -> type:
         return type(name, (), {"__doc__": f"Typing protocol {name} (empty at run time).", "__module__": __name__})
 
-    for _name in ["AddOptions", "AllGather", "Backward", "Barrier", "BatchToDevice", "Broadcast", "ClipGradients", "Configure", "ConvertInput", "ConvertModule", "DistributedInfo", "LastCheckpointPath", "Launch", "LoadCheckpoint", "LogHyperparams", "LogMetrics", "MixedPrecisionDtype", "ModelShardedContext", "OptimizerStep", "ProcessDataloader", "Reduce", "ReduceBooleanDecision", "RemoveCheckpoint", "Requeue", "RootDevice", "SaveCheckpoint", "SetupDevice", "SetupEnvironment", "SetupModule", "Step", "UnscaleGradients", "ZeroGrad"]:
+    for _name in ["AddOptions", "AllGather", "Backward", "Barrier", "BatchToDevice", "Broadcast", "ClipGradients", "Configure", "ConvertInput", "ConvertModule", "DistributedInfo", "ExceptionCheckpointPath", "LastCheckpointPath", "Launch", "LoadCheckpoint", "LogHyperparams", "LogMetrics", "MixedPrecisionDtype", "ModelShardedContext", "OptimizerStep", "ProcessDataloader", "Reduce", "ReduceBooleanDecision", "RemoveCheckpoint", "Requeue", "RootDevice", "SaveCheckpoint", "SetupDevice", "SetupEnvironment", "SetupModule", "Step", "UnscaleGradients", "ZeroGrad"]:
         globals()[_name] = _empty(_name)
     del _name

@@ -275,13 +275,14 @@ class Checkpointing:
 
     # -- reading and restoring -------------------------------------------------------------------------
     def ckpt_path_for(self, fn: str, model: Any, ckpt_path: Any) -> Any:
-        """The ``ckpt_path`` a run of ``fn`` uses: as given, but :data:`AUTO` for an evaluation without one of a
-        model whose weights come from no fit and no checkpoint (never an untrained model silently)."""
+        """The ``ckpt_path`` a run of ``fn`` uses: as given, else :data:`AUTO` for an evaluation of weights from no fit
+        or checkpoint, and for a fit the checkpoint a failed fit left, if any (``CheckpointPaths.AFTER_FAILURE``)."""
         if fn == "fit":
             note_weights(model, "fit")
             if ckpt_path is None and restart_count() > 0 and restartable():
                 return RESTART  # a worker died and the group was started again: continue where the run was
-        elif ckpt_path is None and not weights_known(model):
+            return CheckpointPaths.AFTER_FAILURE if ckpt_path is None else ckpt_path
+        if ckpt_path is None and not weights_known(model):
             return AUTO
         return ckpt_path
 

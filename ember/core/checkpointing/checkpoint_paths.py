@@ -104,6 +104,11 @@ def checkpoint_dirs(trainer: Any) -> list[str]:
 class CheckpointPaths:
     """Resolves a ``ckpt_path`` for ``trainer``; ``last_paths`` answers this run's own "last" files."""
 
+    #: A fit given no ``ckpt_path``: it resumes from ``"last"`` when a failed fit left a checkpoint (a file that
+    #: ``exception_checkpoint_path`` answers exists: ``OnExceptionCheckpoint`` removes its file after a fit that ends
+    #: normally), else it starts from the module's weights.
+    AFTER_FAILURE = "<the checkpoint a failed fit left, if any>"
+
     def __init__(self, trainer: Any, last_paths: Callable[[], list[str]]) -> None:
         self.trainer = trainer
         self.last_paths = last_paths
@@ -112,11 +117,20 @@ class CheckpointPaths:
         """``"last"``, ``"best"``, :data:`AUTO`, ``"current"`` or a path, as a file to read (None: none to read)."""
         if ckpt_path == CURRENT:
             return None
+        if ckpt_path == self.AFTER_FAILURE:
+            return self._after_failure()
         if ckpt_path == "last":
             existing = [p for p in self.last_paths() if os.path.exists(p)]
             if existing:  # this run's own folder (a fit continued by the same Trainer, or a fixed version)
                 return max(existing, key=os.path.getmtime)
             path = self._agreed(lambda: self.latest_run("last"))
+            if path is None:
+                path = self._agreed(self._newest_exception_checkpoint)
+                if path is not None:
+                    announce(self.trainer, "ckpt_path='last': no last checkpoint was kept; the one written when a fit "
+                                           f"failed is read instead, {path} (a fit resumed from it starts the epoch "
+                                           "it failed in again)")
+                    return path
             if path is None and self.trainer.is_global_zero:
                 where = " or ".join(self.last_paths()) or self._where()
                 then = "the fit starts from the beginning" if self.trainer.state.fn == "fit" else \
@@ -133,6 +147,23 @@ class CheckpointPaths:
             raise ConfigurationError(f"ckpt_path={ckpt_path!r} is invalid: pass a file path, 'last', 'best' or "
                                      "'current'.")
         return os.fspath(ckpt_path)
+
+    def _after_failure(self) -> str | None:
+        failed = self._agreed(self._newest_exception_checkpoint)
+        if failed is None:
+            return None
+        if self.trainer.is_global_zero:
+            warn_user(f"trainer.fit() got no ckpt_path, and an earlier fit failed and left {failed}: this fit resumes "
+                      "from ckpt_path='last' (a last checkpoint where one was kept, else that file). The last model "
+                      "of the previous `fit` call will be used. Pass ckpt_path='last' to keep this choice and silence "
+                      "this warning, or ckpt_path='current' to train from the module's own weights.")
+        return self.resolve("last")
+
+    def _newest_exception_checkpoint(self) -> str | None:
+        """The newest existing file of those plugins write when a fit fails (``exception_checkpoint_path``)."""
+        t = self.trainer
+        existing = [os.fspath(p) for p in t.hook.call("exception_checkpoint_path", trainer=t) if p and os.path.isfile(p)]
+        return max(existing, key=os.path.getmtime) if existing else None
 
     def _best(self) -> str:
         t = self.trainer

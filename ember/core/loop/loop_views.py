@@ -204,6 +204,11 @@ class EpochLoopView:
         """What a monitor named ``key`` reads now (``trainer.callback_metrics[key]``, None when not logged)."""
         return self._loops.metrics.callback_metrics.get(key)
 
+    def monitor_value(self, key: str) -> Any:
+        """What a ReduceLROnPlateau scheduler monitoring ``key`` steps with: ``_get_monitor_value(key)``, Lightning's
+        name, read here so that code written for Lightning which replaces it on this object is heard."""
+        return self._get_monitor_value(key)
+
     @property
     def batch_idx(self) -> int:
         """The index of the running (or last) batch in its epoch; -1 before the epoch's first."""

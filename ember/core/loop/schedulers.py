@@ -12,6 +12,7 @@ class TrainingLoop(Protocol):
     """What the steps read of ``ember.core.loop.training.TrainingLoop``."""
 
     t: Any  # the Trainer: lr_scheduler_configs, callback_metrics
+    loop: Any  # the Loops: views.fit.epoch_loop (what a plateau scheduler's monitor reads)
     progress: Any  # batch_idx, current_epoch
     overrides: Any  # the module's lr_scheduler_step, when it overrides it
     loop: Any  # the loops: log_context, which refuses self.log inside lr_scheduler_step
@@ -51,8 +52,10 @@ def step_plateau(training: TrainingLoop, interval: str) -> None:
 
 
 def _plateau(training: TrainingLoop, config: Any) -> None:
+    # read through the fit loop's view, as Lightning's epoch loop reads it, so that code which replaces
+    # ``trainer.fit_loop.epoch_loop._get_monitor_value`` (to record or adjust what the scheduler sees) is heard
+    value = training.loop.views.fit.epoch_loop.monitor_value(config.monitor)
     metrics = training.t.callback_metrics
-    value = metrics.get(config.monitor)
     if value is None:
         if config.strict:
             raise ConfigurationError(

@@ -43,6 +43,7 @@ from ember.hookspecs.roles.distributed import (
     setup_module,
 )
 from ember.hookspecs.roles.storage import (
+    exception_checkpoint_path,
     last_checkpoint_path,
     load_checkpoint,
     log_hyperparams,
@@ -55,4 +56,4 @@ from ember.hookspecs.roles.storage import (
 #: The phase modules, in the order the reference lists them.
 PHASES = (compute, distributed, storage,)
 
-__all__ = ["PHASES", "root_device", "setup_device", "batch_to_device", "convert_module", "convert_input", "mixed_precision_dtype", "step", "backward", "unscale_gradients", "clip_gradients", "optimizer_step", "zero_grad", "distributed_info", "launch", "setup_environment", "model_sharded_context", "setup_module", "process_dataloader", "reduce", "all_gather", "broadcast", "barrier", "reduce_boolean_decision", "save_checkpoint", "load_checkpoint", "remove_checkpoint", "last_checkpoint_path", "requeue", "log_metrics", "log_hyperparams"]
+__all__ = ["PHASES", "root_device", "setup_device", "batch_to_device", "convert_module", "convert_input", "mixed_precision_dtype", "step", "backward", "unscale_gradients", "clip_gradients", "optimizer_step", "zero_grad", "distributed_info", "launch", "setup_environment", "model_sharded_context", "setup_module", "process_dataloader", "reduce", "all_gather", "broadcast", "barrier", "reduce_boolean_decision", "save_checkpoint", "load_checkpoint", "remove_checkpoint", "last_checkpoint_path", "exception_checkpoint_path", "requeue", "log_metrics", "log_hyperparams"]

@@ -78,6 +78,26 @@ def last_checkpoint_path(trainer: TrainerLike) -> str | None:
     """
 
 
+@hookspec
+def exception_checkpoint_path(trainer: TrainerLike) -> str | None:
+    """Answer the path of the checkpoint a plugin writes when a fit fails (``OnExceptionCheckpoint``'s file).
+
+    Called on every rank when ``fit``/``validate``/``test``/``predict`` resolve ``ckpt_path="last"`` and no
+    "last" checkpoint exists, neither this run's (:func:`last_checkpoint_path`) nor one of an earlier run of the
+    same run name: the newest existing answer is read then, so that a fit that failed before it kept a "last"
+    checkpoint continues from the file written at the failure. Where a "last" checkpoint exists it comes first:
+    it was written at a safe point, from which a fit resumes exactly. Also called once at the start of every
+    ``fit`` given no ``ckpt_path`` (after ``setup``): when an answered file exists, a failed fit left it, and the
+    fit resumes as ``ckpt_path="last"`` does, with a warning (so a plugin answers with a file it removes after a
+    fit that ends normally). Never called to write a file.
+
+    :ranks: every rank
+    :wrap: yes
+    :param trainer: the trainer.
+    :returns: a path, which need not exist, or None.
+    """
+
+
 @hookspec(firstresult=True)
 def requeue(trainer: TrainerLike, signum: int, checkpoint_path: str | None, requested: bool) -> Any:
     """Ask the cluster to run this job again after it stops on a signal (e.g. ``scontrol requeue``).

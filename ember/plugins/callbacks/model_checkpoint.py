@@ -482,9 +482,10 @@ class ModelCheckpoint:
             version += 1
         return path
 
-    @staticmethod
-    def _exists(trainer: Any, path: str) -> bool:
-        exists = os.path.exists(path)
+    def _exists(self, trainer: Any, path: str) -> bool:
+        """Whether a file is at ``path``, or will be: a save this run asked for may still be on its way to the disk
+        (written in the background), and a second save under its name must get the next version as well."""
+        exists = path in self.owned_paths or os.path.exists(path)
         return trainer.broadcast(exists) if trainer.world_size > 1 else exists
 
     def _newest_last(self, trainer: Any) -> str | None:

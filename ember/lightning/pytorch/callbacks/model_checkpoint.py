@@ -172,7 +172,7 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
         self.owned_paths.discard(path)
         self._remove_checkpoint(trainer, path)
 
-    def _exists(self, trainer: Any, path: str) -> bool:  # type: ignore[override]
+    def _exists(self, trainer: Any, path: str) -> bool:
         return self.file_exists(path, trainer)
 
     @hookimpl
@@ -270,7 +270,7 @@ class ModelCheckpoint(_ember.ModelCheckpoint, metaclass=_AnyModelCheckpoint):
         trainer.remove_checkpoint(filepath)
 
     def file_exists(self, filepath: str | os.PathLike, trainer: Any) -> bool:
-        """Whether ``filepath`` exists, the same answer on every process."""
+        """Whether ``filepath`` exists (or is this run's save still being written), the same answer on every process."""
         return super()._exists(trainer, os.fspath(filepath))
 
     def _find_last_checkpoints(self, trainer: Any) -> set[str]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ember.hookspecs import hookimpl
 from ember.lightning.pytorch.callbacks.checkpoint import Checkpoint
 
 
 class OnExceptionCheckpoint(Checkpoint):
     """On an exception in ``fit`` (an error, Ctrl-C or a signal), write ``<dirpath>/<filename>.ckpt`` with the
-    state at that moment, to resume from (``trainer.fit(model, ckpt_path=...)``).
+    state at that moment, to resume from: a later fit given no ``ckpt_path`` resumes from it (with a warning), and
+    ``ckpt_path="last"`` reads it where no last checkpoint was kept. A fit that ends normally removes it.
 
     :param dirpath: the folder.
     :param filename: the file's name without ``.ckpt``.
@@ -28,6 +30,11 @@ class OnExceptionCheckpoint(Checkpoint):
     @property
     def ckpt_path(self) -> str:
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
+
+    @hookimpl
+    def exception_checkpoint_path(self, trainer: Any) -> str:
+        """The file a fit without ``ckpt_path`` resumes from, and ``ckpt_path="last"`` falls back to, when it exists."""
+        return self.ckpt_path
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         if trainer.state.fn != "fit":

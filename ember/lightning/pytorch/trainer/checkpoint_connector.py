@@ -11,7 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ember.core.checkpointing.checkpoint_paths import CheckpointPaths
 from ember.core.errors import CheckpointError
+from ember.core.loop.run_inputs import default_ckpt_path
 from ember.lightning.fabric.utilities.cloud_io import _load
 
 
@@ -36,9 +38,17 @@ class CheckpointConnector:
     def _parse_ckpt_path(self, state_fn: Any, ckpt_path: Any, model_provided: bool = False,
                          model_connected: bool = False) -> str | None:
         """The file ``ckpt_path`` (``"last"``, ``"best"``, a path) names for ``trainer.<state_fn>()``, as the run
-        would choose it."""
+        would choose it. Without a ``ckpt_path``, a fit resumes from ``"last"`` where a failed fit left a checkpoint
+        (``OnExceptionCheckpoint``'s file), an evaluation given a model loads nothing, and one of the model already
+        connected uses the best checkpoint of its fit where there is one (both with a warning)."""
         t = self.trainer
         t.state.fn = str(getattr(state_fn, "value", state_fn))
+        if ckpt_path is None and t.state.fn == "fit":
+            ckpt_path = CheckpointPaths.AFTER_FAILURE
+        elif ckpt_path is None:
+            ckpt_path = None if model_provided else default_ckpt_path(t, None, None, t.state.fn)
+            if ckpt_path is None:
+                return None
         with t.checkpointing.plugins_registered():
             return t.checkpointing.resolve(ckpt_path)  # type: ignore[no-any-return]
 
