@@ -12,10 +12,10 @@ class TrainingLoop(Protocol):
     """What the steps read of ``ember.core.loop.training.TrainingLoop``."""
 
     t: Any  # the Trainer: lr_scheduler_configs, callback_metrics
-    loop: Any  # the Loops: views.fit.epoch_loop (what a plateau scheduler's monitor reads)
+    loop: Any  # the Loops: views.fit.epoch_loop (a plateau scheduler's monitor), log_context (no self.log in
+    # lr_scheduler_step)
     progress: Any  # batch_idx, current_epoch
     overrides: Any  # the module's lr_scheduler_step, when it overrides it
-    loop: Any  # the loops: log_context, which refuses self.log inside lr_scheduler_step
 
 
 def step(training: TrainingLoop, interval: str, plateau: bool | None = None) -> None:
@@ -41,14 +41,12 @@ def step(training: TrainingLoop, interval: str, plateau: bool | None = None) -> 
             config.scheduler.step()
 
 
-
 def step_plateau(training: TrainingLoop, interval: str) -> None:
     """Step the ReduceLROnPlateau schedulers of ``interval`` that are due, with their monitored metric."""
     epoch = training.progress.current_epoch
     for config in training.t.lr_scheduler_configs:
         if config.reduce_on_plateau and config.interval == interval and (epoch + 1) % config.frequency == 0:
             _plateau(training, config)
-
 
 
 def _plateau(training: TrainingLoop, config: Any) -> None:
