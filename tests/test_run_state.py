@@ -106,3 +106,25 @@ def test_log_in_predict_is_a_clear_error_even_after_fit() -> None:
     trainer.fit(model, loader(2))
     with pytest.raises(RuntimeError, match=r"self.log\('p'\) was called in predict, which records no metrics"):
         trainer.predict(model, loader(1))
+
+
+@pytest.mark.parametrize("run", ["fit", "validate"])
+def test_a_run_that_fails_leaves_gradient_mode_as_it_found_it(run: str) -> None:
+    """A failure can skip a ``no_grad`` block's own restore: torch raises a dead DataLoader worker's error from its
+    SIGCHLD handler in whatever code runs when the signal lands, ``no_grad.__exit__`` included. Here a hook turns
+    gradients off and fails in the middle of a batch, as such an error does; the run still hands the process back
+    with gradients on."""
+
+    class FailsWithGradientsOff:
+        def on_train_batch_start(self, trainer: ember.Trainer) -> None:
+            torch.set_grad_enabled(False)
+            raise RuntimeError("DataLoader worker (pid 1) is killed by signal: Killed.")
+
+        on_validation_batch_start = on_train_batch_start
+
+    trainer = ember.Trainer(max_epochs=1, callbacks=[FailsWithGradientsOff()], num_sanity_val_steps=0, **QUIET)
+    assert torch.is_grad_enabled()
+    with pytest.raises(RuntimeError, match="is killed by signal"):
+        getattr(trainer, run)(TinyClassifier(), loader(2))
+    assert torch.is_grad_enabled()
+    assert trainer.state.status == "failed"

@@ -362,7 +362,7 @@ class Trainer(TrainerProperties):
         self.hook = HookTable(pm)
         if datamodule is not None:
             datamodule.__dict__["trainer"] = self
-        failed = False
+        failed, grad_enabled = False, torch.is_grad_enabled()
         try:
             with logging_api.running(self):
                 return self.loop.run(fn, loaders, options)
@@ -391,8 +391,9 @@ class Trainer(TrainerProperties):
                         self.hook.call_each("teardown", marked_only, trainer=self, module=model, stage=StateName(fn))
                     else:
                         self.hook.teardown(trainer=self, module=model, stage=StateName(fn))
-            finally:
+            finally:  # an exception raised asynchronously (a signal) may skip a no_grad block's own restore
                 seed.restore_deterministic(self)
+                torch.set_grad_enabled(grad_enabled)
                 if self.tracer is not None:
                     self.tracer.stop()
                 for plugin in reversed(registered):

@@ -83,11 +83,6 @@ class CheckpointedTrainer(RunningTrainer, Protocol):
 SIGNAL_SYNC_EVERY = 8
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The trainer's side
-# ---------------------------------------------------------------------------------------------------------
-
-
 __all__ = ["AUTO", "CURRENT", "Checkpointing", "announce", "default_checkpoint_dir", "is_checkpoint_callback",
            "note_weights", "run_dir", "weights_known"]
 
