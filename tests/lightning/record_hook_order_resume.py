@@ -11,10 +11,8 @@ The scenarios take the framework's ``pytorch`` module, so that the test runs the
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -152,11 +150,6 @@ def scenarios(pl: Any) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    import lightning
-    import lightning.pytorch
+    from recorded import record_on_lightning  # (run as a script, this folder is on the path)
 
-    warnings.filterwarnings("ignore")
-    recorded = {"lightning": lightning.__version__, "recorded": scenarios(lightning.pytorch)}
-    with open(sys.argv[1], "w") as f:
-        json.dump(recorded, f, indent=1)
-        f.write("\n")
+    record_on_lightning(scenarios, sys.argv[1])

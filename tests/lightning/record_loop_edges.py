@@ -10,11 +10,9 @@ The scenarios take the framework's ``pytorch`` module, so that the test runs the
 from __future__ import annotations
 
 import itertools
-import json
 import pathlib
 import sys
 import tempfile
-import warnings
 from typing import Any
 
 import torch
@@ -204,11 +202,6 @@ def _plateau_step_order(pl: Any, data: Any) -> list[Any]:
 
 
 if __name__ == "__main__":
-    import lightning
-    import lightning.pytorch
+    from recorded import record_on_lightning  # (run as a script, this folder is on the path)
 
-    warnings.filterwarnings("ignore")
-    recorded = {"lightning": lightning.__version__, "recorded": scenarios(lightning.pytorch)}
-    with open(sys.argv[1], "w") as f:  # not stdout: the progress bars draw there
-        json.dump(recorded, f, indent=1)
-        f.write("\n")
+    record_on_lightning(scenarios, sys.argv[1])  # to a file, not stdout: the progress bars draw there

@@ -25,3 +25,16 @@ def on_ember(recorder: str) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Lightning's advice on workers and logging intervals
         return module.scenarios(pl)
+
+
+def record_on_lightning(scenarios: Any, path: str) -> None:
+    """A recorder's main: its ``scenarios`` run on the installed Lightning, written to ``path`` with Lightning's
+    version (run the recorder as a script with the side environment's Python, which has Lightning)."""
+    import lightning
+    import lightning.pytorch
+
+    warnings.filterwarnings("ignore")
+    recorded = {"lightning": lightning.__version__, "recorded": scenarios(lightning.pytorch)}
+    with open(path, "w") as f:
+        json.dump(recorded, f, indent=1)
+        f.write("\n")
