@@ -149,6 +149,8 @@ class CheckpointPaths:
         return os.fspath(ckpt_path)
 
     def _after_failure(self) -> str | None:
+        if self.trainer.hook.exception_checkpoint_path is None:  # no plugin writes one: no lookup, no broadcast
+            return None
         failed = self._agreed(self._newest_exception_checkpoint)
         if failed is None:
             return None
