@@ -32,23 +32,29 @@ def _storage(**kwargs: Any) -> Any:
         return None
 
 
-def rows(w: workloads.Workload, clock: harness.Clock, **run_args: Any) -> list[tuple[str, harness.Run]]:
-    """The rows of the table for workload ``w``; ``run_args`` go to every run (``device=``, ``precision=``)."""
-    def ember(defaults: bool, **kwargs: Any) -> harness.Run:
-        return lambda: frameworks.ember_run(w, clock, defaults=defaults, **run_args, **kwargs)
-
-    rows = [("ember+defaults", ember(True))]
+def row_args() -> list[tuple[str, bool, dict[str, Any]]]:
+    """The table's rows as ``(label, defaults, Trainer arguments)``: ``defaults`` as in
+    :func:`benchmarks.frameworks.ember_run`, the arguments switching one default off (or choosing a writer)."""
+    args: list[tuple[str, bool, dict[str, Any]]] = [("ember+defaults", True, {})]
     for label, storage in (("writer process", _storage(writer="process")),
                            ("synchronous checkpoint", _storage(async_save=False))):
         if storage is not None:
-            rows.append((f"ember+defaults, {label}", ember(True, checkpoint_io=storage)))
-    rows += [("ember+defaults, checkpointing off", ember(True, enable_checkpointing=False)),
-             ("ember+defaults, logger off", ember(True, logger=False)),
-             ("ember+defaults, progress bar off", ember(True, enable_progress_bar=False)),
-             ("ember+defaults, all three off", ember(True, enable_checkpointing=False, logger=False,
-                                                     enable_progress_bar=False)),
-             ("ember, validation only", ember(False))]
-    return rows
+            args.append((f"ember+defaults, {label}", True, {"checkpoint_io": storage}))
+    args += [("ember+defaults, checkpointing off", True, {"enable_checkpointing": False}),
+             ("ember+defaults, logger off", True, {"logger": False}),
+             ("ember+defaults, progress bar off", True, {"enable_progress_bar": False}),
+             ("ember+defaults, all three off", True, {"enable_checkpointing": False, "logger": False,
+                                                      "enable_progress_bar": False}),
+             ("ember, validation only", False, {})]
+    return args
+
+
+def rows(w: workloads.Workload, clock: harness.Clock, **run_args: Any) -> list[tuple[str, harness.Run]]:
+    """The rows of the table for workload ``w``; ``run_args`` go to every run (``device=``, ``precision=``)."""
+    def ember(defaults: bool, kwargs: dict[str, Any]) -> harness.Run:
+        return lambda: frameworks.ember_run(w, clock, defaults=defaults, **run_args, **kwargs)
+
+    return [(label, ember(defaults, kwargs)) for label, defaults, kwargs in row_args()]
 
 
 def epoch_group(clock: harness.Clock, repeats: int, epochs: int = 16, progress: Any = None) -> harness.Group:

@@ -86,6 +86,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--workloads", nargs="+", default=list(WORKLOADS), help="benchmarks.workloads to run")
     p.add_argument("--epochs", type=int, default=None,
                    help="epochs of each workload (default: the workload's own); fewer for a quick look")
+    p.add_argument("--epoch-rows", action="store_true",
+                   help="count the rows of `python -m benchmarks --only epochs` instead (short epochs, each default "
+                        "switched off in turn; a writer process's own instructions are not counted)")
     p.add_argument("--slowdown", type=float, default=50.0, help="how much slower a fit runs under valgrind")
     return p.parse_args(argv)
 
@@ -108,11 +111,23 @@ def main(argv: list[str] | None = None) -> None:
         if run.returncode != 0:
             raise SystemExit(f"the run under valgrind failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
         sys.stdout.write(run.stdout)
-        print(format_table(read_dumps(folder), _steps(args), args.loops, args.workloads))
+        print(format_table(read_dumps(folder), _steps(args), _loops(args), _counted_workloads(args)))
 
 
 def _steps(args: argparse.Namespace) -> dict[str, int]:
-    return {key: _workload(key, args.epochs).steps() for key in args.workloads}
+    return {key: _workload(key, args.epochs).steps() for key in _counted_workloads(args)}
+
+
+def _counted_workloads(args: argparse.Namespace) -> list[str]:
+    return ["short"] if args.epoch_rows else args.workloads
+
+
+def _loops(args: argparse.Namespace) -> list[str]:
+    if args.epoch_rows:
+        from benchmarks import epochs
+
+        return [label for label, _, _ in epochs.row_args()]
+    return args.loops
 
 
 def _workload(key: str, epochs: int | None) -> Any:
@@ -158,19 +173,32 @@ def _count(args: argparse.Namespace) -> None:
     if not library.under_valgrind():
         raise SystemExit("benchmarks.instructions: the counting run must run under valgrind")
     clock = _Marks(library)
-    bar = {"callbacks": [TQDMProgressBar(min_interval=0.1 * args.slowdown)]}
-    for key in args.workloads:
+    bar = TQDMProgressBar(min_interval=0.1 * args.slowdown)
+    for key in _counted_workloads(args):
         counted, warm_up = _workload(key, args.epochs), _workload(key, 1)
-        for name in ("raw", *args.loops):
+        for name, run in (("raw", None), *_runs(args, bar)):
             for w, counting in ((warm_up, False), (counted, True)):  # first uncounted: imports, first-call caches
                 clock.name = f"{key}/{name}" if counting else None
                 with harness.silenced():
-                    if name == "raw":
+                    if run is None:
                         frameworks.raw_run(w, clock)
                     else:
-                        defaults = name == "ember+defaults"
-                        frameworks.ember_run(w, clock, defaults=defaults, **(bar if defaults else {}))
+                        run(w, clock)
         print(f"[{key}] counted", file=sys.stderr, flush=True)
+
+
+def _runs(args: argparse.Namespace, bar: Any) -> list[tuple[str, Callable[[Any, Any], float]]]:
+    """``(name, run(workload, clock))`` of each loop counted beside the raw loop."""
+    from benchmarks import epochs, frameworks
+
+    def ember(defaults: bool, kwargs: dict[str, Any]) -> Callable[[Any, Any], float]:
+        if defaults and kwargs.get("enable_progress_bar", True):  # the bar told how much slower it runs
+            kwargs = {"callbacks": [bar], **kwargs}
+        return lambda w, clock: frameworks.ember_run(w, clock, defaults=defaults, **kwargs)
+
+    if args.epoch_rows:
+        return [(label, ember(defaults, kwargs)) for label, defaults, kwargs in epochs.row_args()]
+    return [(name, ember(name == "ember+defaults", {})) for name in args.loops]
 
 
 def format_table(counts: dict[str, int], steps: dict[str, int], loops: list[str], workloads: list[str]) -> str:

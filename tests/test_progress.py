@@ -136,3 +136,41 @@ def test_a_validation_bar_is_made_only_once_it_is_due(slow, tmp_path, monkeypatc
     assert made.count("Validation") == (1 if slow else 0)
     assert ("Validation" in plain(out.getvalue())) is slow
     assert not bar._live
+
+
+def test_the_training_bar_is_made_once_per_fit_and_prints_what_a_bar_per_epoch_prints(tmp_path, monkeypatch):
+    """Each epoch's training line stays on screen; the closed bar is reopened for the next epoch instead of making
+    a new tqdm bar, and the terminal gets the same text as with a new bar per epoch (times and rates aside)."""
+    from ember.plugins.progress import tqdm_bar
+
+    made: list[str] = []
+    real = TQDMProgressBar._tqdm
+
+    def counted(self, total, description, leave):
+        if description.startswith("Epoch"):
+            made.append(description)
+        return real(self, total, description, leave)
+
+    class NewBarEachEpoch(TQDMProgressBar):
+        def _open(self, kind, total, description, leave):
+            self._closed_train = None
+            return super()._open(kind, total, description, leave)
+
+    def fit(bar_class):
+        out = io.StringIO()
+        bar = bar_class(force_terminal=True, file=out, min_interval=0.0)
+        ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **{**ARGS, "max_epochs": 3}).fit(
+            ProgModel(), *tiny_loaders())
+        assert bar._closed_train is None  # let go at the end of the fit
+        # times, rates and the (random) metrics differ from run to run
+        text = re.sub(r"\d+:\d+|[\d.]+(s/it|it/s)|\?it/s|=[-\d.e]+", "#", out.getvalue())
+        return re.sub(r" +(?=[\r\n\x1b])", "", text)  # the padding over a longer line drawn before
+
+    monkeypatch.setattr(tqdm_bar.TQDMProgressBar, "_tqdm", counted)
+    reused = fit(TQDMProgressBar)
+    assert made == ["Epoch 1/3"]
+    made.clear()
+    assert fit(NewBarEachEpoch) == reused
+    assert made == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
+    for epoch in (1, 2, 3):  # the last render of each epoch stays, ended by a new line
+        assert re.search(rf"Epoch {epoch}/3: 100%\|[^\r\n]*8/8[^\r\n]*\]\n", reused)

@@ -68,6 +68,7 @@ UNSUPPORTED: dict[str, Any] = {
     "conjugate bit": torch.ones(2, dtype=torch.complex64).conj(),
     "a storage on its own": torch.ones(3).untyped_storage(),
     "untyped-storage dtype": torch.ones(3, dtype=torch.uint16),
+    "meta": {"m": torch.ones(3, device="meta")},
 }
 
 

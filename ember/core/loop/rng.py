@@ -14,17 +14,22 @@ from typing import Any
 
 import torch
 
+#: Python's ``random`` internal state at the last capture, and the tensor made of it (read only: checkpoints share it)
+_python_last: tuple[Any, Any] = (None, None)
+
 
 def capture(generators: tuple[torch.Generator, ...] = (), torch_only: bool = False) -> dict[str, Any]:
     """The states of torch (CPU and every initialised CUDA device), NumPy (if imported), Python's ``random``
     and of ``generators`` (for example a sampler's own ``torch.Generator``). ``torch_only``: leave NumPy's and
     Python's out (:func:`restore` then leaves them as they are)."""
+    global _python_last
     state: dict[str, Any] = {"torch": torch.get_rng_state()}
     if not torch_only:
         version, internal, gauss = random.getstate()
-        # through an int64 array: a few times faster than torch.tensor on 625 Python ints (done every epoch)
-        state["python"] = {"version": version, "state": torch.frombuffer(array.array("q", internal),
-                                                                         dtype=torch.int64), "gauss": gauss}
+        if internal != _python_last[0]:  # most runs never draw from it: the last capture's tensor serves again
+            # through an int64 array: a few times faster than torch.tensor on 625 Python ints (done every epoch)
+            _python_last = internal, torch.frombuffer(array.array("q", internal), dtype=torch.int64)
+        state["python"] = {"version": version, "state": _python_last[1], "gauss": gauss}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["cuda"] = torch.cuda.get_rng_state_all()
     np = None if torch_only else sys.modules.get("numpy")  # not imported: nobody drew from it

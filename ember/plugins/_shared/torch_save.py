@@ -76,9 +76,10 @@ class _Storages:
         self._dtypes: dict[int, torch.dtype] = {}
 
     def reduce_tensor(self, t: torch.Tensor) -> tuple[Any, ...]:
+        # The dtype test leaves out quantized tensors; is_cpu, devices other than the CPU (meta included)
         storage_class = _STORAGE_CLASSES.get(t.dtype)
-        if storage_class is None or t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
-                t.is_nested or t.is_conj() or t.is_neg() or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
+        if storage_class is None or not t.is_cpu or t.layout is not torch.strided or t.is_nested or t.is_conj() or \
+                t.is_neg() or t.__dict__ or t._backward_hooks:  # torch.save warns of hooks
             raise _Unsupported(f"a tensor of {t.dtype} on {t.device}")
         storage = t.untyped_storage()
         key = self._keys.get(storage._cdata)
@@ -94,21 +95,26 @@ class _Storages:
                                  OrderedDict())
 
 
+def _refuse_storage(storage: Any) -> Any:
+    raise _Unsupported("a storage on its own")
+
+
+#: The pickler's own reductions, by exact type: OrderedDict's, and storages met on their own left to torch.save
+_REDUCTIONS: dict[type, Any] = {OrderedDict: _reduce_ordered_dict, **dict.fromkeys(_STORAGE_TYPES, _refuse_storage)}
+
+
 class _Pickler(pickle.Pickler):
     def __init__(self, file: Any, storages: _Storages) -> None:
         super().__init__(file, protocol=2)  # torch.save's default protocol
-        table = copyreg.dispatch_table.copy()
+        table = copyreg.dispatch_table.copy()  # as pickle would use it now (a later copyreg.pickle included)
+        table.update(_REDUCTIONS)
         table[torch.Tensor] = storages.reduce_tensor
-        table[OrderedDict] = _reduce_ordered_dict
         self.dispatch_table = table
 
-    def persistent_id(self, obj: Any) -> Any:
-        kind = type(obj)
-        if kind is _StorageRef:
-            return obj.pid
-        if kind in _STORAGE_TYPES:
-            raise _Unsupported("a storage on its own")
-        return None
+    # Called for every object pickled (hundreds per checkpoint), so it is one test; a storage on its own meets
+    # _refuse_storage in the dispatch table instead.
+    def persistent_id(self, obj: Any, _type: Any = type, _ref: Any = _StorageRef) -> Any:
+        return obj.pid if _type(obj) is _ref else None
 
 
 def save(obj: Any, f: Any) -> None:

@@ -272,11 +272,16 @@ class ProgressBar:
     def _close_all(self) -> None:
         for kind in list(self._live):
             self._finish(kind)
+        self._release()
+
+    def _release(self) -> None:
+        """Let go of what a subclass keeps between bars (a closed bar it reuses); at the end of a run."""
 
     def __getstate__(self) -> dict:  # the bars hold terminals and threads
         state = dict(self.__dict__)
         state["_live"] = {kind: count.undrawn() for kind, count in self._live.items()}
         state["_file"] = None
+        state.pop("_closed_train", None)
         return state
 
 

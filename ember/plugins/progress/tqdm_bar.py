@@ -37,6 +37,9 @@ class TQDMProgressBar(ProgressBar):
     def __init__(self, refresh_rate: int = 1, min_interval: float = 0.1, force_terminal: bool | None = None,
                  file: TextIO | None = None) -> None:
         super().__init__(_refresh_rate(refresh_rate), min_interval, force_terminal, file)
+        #: The last epoch's training bar, closed (its line stays), and the file it drew on: reopened for the next
+        #: epoch, since making a tqdm bar costs more than a hundred calls. Terminal bars only (see _bar_class).
+        self._closed_train: tuple[Any, TextIO] | None = None
 
     def _open(self, kind: str, total: int | None, description: str, leave: bool) -> Any:
         if not leave and self.min_interval > 0:
@@ -44,6 +47,10 @@ class TQDMProgressBar(ProgressBar):
             # min_interval: one that ends sooner would only flash. It is made then, not before: making and
             # closing a tqdm bar that never draws costs a hundred calls every epoch.
             return _Deferred(total, description)
+        closed, self._closed_train = self._closed_train, None
+        if kind == "train" and closed is not None and closed[1] is self.file:
+            closed[0].reopen(total, description)
+            return closed[0]
         return self._tqdm(total, description, leave)
 
     def _tqdm(self, total: int | None, description: str, leave: bool) -> Any:
@@ -75,6 +82,11 @@ class TQDMProgressBar(ProgressBar):
         bar.set_postfix_str(_postfix(postfix), refresh=False)
         bar.n = n
         bar.close()
+        if kind == "train" and callable(getattr(bar, "reopen", None)):
+            self._closed_train = (bar, self.file)
+
+    def _release(self) -> None:
+        self._closed_train = None
 
 
 def _refresh_rate(asked: int) -> int:
@@ -149,6 +161,18 @@ def _bar_class() -> Any:
                 shown = width
 
             return show
+
+        def reopen(self, total: int | None, description: str) -> None:
+            """Undo ``close()`` (the bar left the screen's bars, its line stays) and start again as a new bar
+            would: at 0 of ``total``, with ``description``, no postfix, its clock restarted, drawn once."""
+            with self._lock:
+                self._instances.add(self)
+                self.pos = self._get_free_pos(self)
+            self.disable = False
+            self.sp = self.status_printer(self.fp)
+            self.set_description_str(description, refresh=False)
+            self.postfix = None
+            self.reset(total)
 
     _BAR_CLASS = Bar
     return Bar
