@@ -59,17 +59,19 @@ class LossCheck:
         if self.warned:
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else None
-        if not isinstance(loss, torch.Tensor) or loss.device.type not in ("cpu", "cuda"):
+        if not isinstance(loss, torch.Tensor):
             return
-        where = (trainer.global_step, trainer.current_epoch, batch_idx)
-        if trainer.global_step % trainer.config.log_every_n_steps:
-            self._last = (loss, where)  # a reference only: nothing runs on the device
+        step = trainer.global_step
+        if step % trainer.config.log_every_n_steps:
+            self._last = (loss, (step, trainer.current_epoch, batch_idx))  # a reference only: nothing runs
             return
         self._last = None
         self._report(trainer, wait=False)
-        self._look(trainer, loss, where)
+        self._look(trainer, loss, (step, trainer.current_epoch, batch_idx))
 
     def _look(self, trainer: Any, loss: torch.Tensor, where: tuple[int, int, int]) -> None:
+        if loss.device.type not in ("cpu", "cuda"):  # (looked at here, not at every step)
+            return
         loss = loss.detach()
         flags = torch.stack([torch.isnan(loss).any(), torch.isinf(loss).any()])
         if flags.device.type == "cpu":
