@@ -13,6 +13,11 @@ Trainer and the model made before). Each loop first runs a one-epoch fit uncount
 then the workload's fit counted.
 It prints instructions per step and the ratio to the raw loop.
 
+``--inside module:Class.method ...`` counts instead the instructions spent inside each named function (its callees
+included) during one fit of ``ember+defaults`` on the short epochs (or the first of ``--workloads``): where a fit's overhead goes, without the
+distortion of a Python profiler. Each call of a named function costs about ten thousand instructions of ``ctypes``
+calls that are counted with it: read per-call figures of functions called every step with that in mind.
+
 An instruction is not a nanosecond: Python's interpreter and torch's kernels retire instructions at different
 rates, so the ratio is a steady proxy for the overhead, not the wall-clock ratio itself; use it to see whether a
 change moves the overhead, and the wall clock on a quiet machine for what a user sees.
@@ -43,6 +48,9 @@ _MARKS_C = r"""
 #include <valgrind/callgrind.h>
 void mark_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_TOGGLE_COLLECT; }
 void mark_stop(const char *name) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS_AT(name); }
+void zero(void) { CALLGRIND_ZERO_STATS; }
+void toggle(void) { CALLGRIND_TOGGLE_COLLECT; }
+void dump(const char *name) { CALLGRIND_DUMP_STATS_AT(name); }
 int under_valgrind(void) { return RUNNING_ON_VALGRIND; }
 """
 
@@ -89,6 +97,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--epoch-rows", action="store_true",
                    help="count the rows of `python -m benchmarks --only epochs` instead (short epochs, each default "
                         "switched off in turn; a writer process's own instructions are not counted)")
+    p.add_argument("--inside", nargs="+", metavar="MODULE:FUNCTION", default=[],
+                   help="count only inside these functions (e.g. ember.core.loop.rng:capture, "
+                        "ember.core.checkpointing.checkpoint:Checkpointing.build) during an ember+defaults fit")
     p.add_argument("--slowdown", type=float, default=50.0, help="how much slower a fit runs under valgrind")
     return p.parse_args(argv)
 
@@ -111,6 +122,11 @@ def main(argv: list[str] | None = None) -> None:
         if run.returncode != 0:
             raise SystemExit(f"the run under valgrind failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
         sys.stdout.write(run.stdout)
+        if args.inside:
+            key = _inside_workload(args)
+            w = _workload(key, args.epochs)
+            print(format_inside(read_dumps(folder), args.inside, w.epochs, w.steps(), key))
+            return
         print(format_table(read_dumps(folder), _steps(args), _loops(args), _counted_workloads(args)))
 
 
@@ -174,6 +190,9 @@ def _count(args: argparse.Namespace) -> None:
         raise SystemExit("benchmarks.instructions: the counting run must run under valgrind")
     clock = _Marks(library)
     bar = TQDMProgressBar(min_interval=0.1 * args.slowdown)
+    if args.inside:
+        _count_inside(args, library, bar)
+        return
     for key in _counted_workloads(args):
         counted, warm_up = _workload(key, args.epochs), _workload(key, 1)
         for name, run in (("raw", None), *_runs(args, bar)):
@@ -199,6 +218,93 @@ def _runs(args: argparse.Namespace, bar: Any) -> list[tuple[str, Callable[[Any, 
     if args.epoch_rows:
         return [(label, ember(defaults, kwargs)) for label, defaults, kwargs in epochs.row_args()]
     return [(name, ember(name == "ember+defaults", {})) for name in args.loops]
+
+
+def _count_inside(args: argparse.Namespace, library: Any, bar: Any) -> None:
+    """Under valgrind: for each function named, one ember+defaults fit with the counting on only inside it."""
+    from benchmarks import frameworks, harness
+
+    key = _inside_workload(args)
+    counted = _workload(key, args.epochs)
+
+    def fit(w: Any) -> None:
+        with harness.silenced():
+            frameworks.ember_run(w, lambda: 0.0, defaults=True, callbacks=[bar])
+
+    fit(_workload(key, 1))  # uncounted: imports, first-call caches
+    for spec in args.inside:
+        owner, name = resolve(spec)
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        counter = Inside(original, library)
+        setattr(owner, name, counter.wrapper())
+        try:
+            library.zero()
+            fit(counted)
+            library.dump(f"{spec}|{counter.calls}".encode())
+        finally:
+            setattr(owner, name, original)
+
+
+def _inside_workload(args: argparse.Namespace) -> str:
+    """The workload ``--inside`` counts: the first of ``--workloads`` when given, else the short epochs."""
+    return "short" if args.workloads == list(WORKLOADS) else args.workloads[0]
+
+
+def resolve(spec: str) -> tuple[Any, str]:
+    """``"package.module:Class.method"`` or ``"package.module:function"``: the object holding it and its name."""
+    import importlib
+
+    module, _, path = spec.partition(":")
+    if not path:
+        raise SystemExit(f"--inside {spec!r}: expected MODULE:FUNCTION or MODULE:CLASS.METHOD")
+    owner: Any = importlib.import_module(module)
+    *outer, name = path.split(".")
+    for part in outer:
+        owner = getattr(owner, part)
+    if not hasattr(owner, name):
+        raise SystemExit(f"--inside {spec!r}: {owner!r} has no {name!r}")
+    return owner, name
+
+
+class Inside:
+    """The wrapper that switches counting on for the outermost call of a function (recursion and nested calls
+    count once) and off when it returns or raises; ``calls``: how many calls it saw."""
+
+    def __init__(self, original: Any, library: Any) -> None:
+        self.original, self.library = original, library
+        self.depth = self.calls = 0
+
+    def wrapper(self) -> Any:
+        import functools
+
+        static = isinstance(self.original, staticmethod)
+        function = self.original.__func__ if static else self.original
+
+        @functools.wraps(function)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if self.depth == 0:
+                self.library.toggle()
+            self.depth += 1
+            self.calls += 1
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.library.toggle()
+
+        return staticmethod(counted) if static else counted
+
+
+def format_inside(counts: dict[str, int], specs: list[str], epochs: int, steps: int, key: str) -> str:
+    found = {name.rpartition("|")[0]: (int(name.rpartition("|")[2]), n) for name, n in counts.items()}
+    lines = [f"instructions inside each function, one ember+defaults fit of {key} ({epochs} epochs, {steps} steps)",
+             f"{'function':<72}{'calls':>7}{'per call':>12}{'per epoch':>13}{'per step':>10}"]
+    for spec in specs:
+        calls, n = found.get(spec, (0, 0))
+        per_call = f"{n / calls:,.0f}" if calls else "-"
+        lines.append(f"{spec:<72}{calls:>7}{per_call:>12}{n / epochs:>13,.0f}{n / steps:>10,.0f}")
+    return "\n".join(lines)
 
 
 def format_table(counts: dict[str, int], steps: dict[str, int], loops: list[str], workloads: list[str]) -> str:

@@ -272,3 +272,39 @@ def test_instruction_counts_of_a_short_fit_end_to_end() -> None:
     rows = {line.split()[0]: line.split() for line in out.stdout.splitlines() if line.startswith("  ")}
     assert set(rows) == {"raw", "ember"}
     assert float(rows["raw"][2]) == 1.0 and float(rows["ember"][2]) > 1.0
+
+
+def test_counting_inside_a_function_switches_on_for_its_outermost_calls_only() -> None:
+    """``--inside``: the wrapper toggles counting around the outermost call (a recursive or nested call does not
+    toggle again), also when the function raises, and counts every call."""
+    from benchmarks import instructions
+
+    class Library:
+        def __init__(self) -> None:
+            self.on = False
+            self.switches = 0
+
+        def toggle(self) -> None:
+            self.on, self.switches = not self.on, self.switches + 1
+
+    library = Library()
+    seen: list[bool] = []
+
+    def countdown(n: int) -> int:
+        seen.append(library.on)
+        if n < 0:
+            raise ValueError("below zero")
+        return n if n == 0 else wrapped(n - 1)
+
+    counter = instructions.Inside(countdown, library)
+    wrapped = counter.wrapper()
+    assert wrapped(3) == 0 and seen == [True] * 4 and not library.on
+    assert library.switches == 2 and counter.calls == 4
+    with pytest.raises(ValueError):
+        wrapped(-1)
+    assert not library.on and library.switches == 4
+    assert instructions.resolve("ember.core.loop.rng:capture")[1] == "capture"
+    with pytest.raises(SystemExit, match="has no 'nothing'"):
+        instructions.resolve("ember.core.loop.rng:nothing")
+    table = instructions.format_inside({"m:f|4": 4000}, ["m:f", "m:g"], 2, 8, "short").splitlines()
+    assert table[2].split() == ["m:f", "4", "1,000", "2,000", "500"] and table[3].split()[1:] == ["0", "-", "0", "0"]

@@ -33,3 +33,26 @@ def test_python_random_state_is_converted_again_only_when_it_moved() -> None:
     assert random.random() == x
     rng.restore(third)
     assert random.random() == after
+
+
+def test_numpy_state_is_read_again_only_when_it_may_have_moved() -> None:
+    """NumPy's words are compared as raw bytes: an unchanged generator gives the last capture back (read only), a
+    draw a new one; a cached Gaussian, used up without touching the words, is always read (else a resume would
+    replay it)."""
+    first = rng.capture()
+    assert rng._numpy.layout_checked  # the raw bytes matched get_state() on this NumPy
+    assert rng.capture()["numpy"] is first["numpy"]
+    np.random.rand()
+    moved = rng.capture()["numpy"]
+    assert moved is not first["numpy"] and moved["pos"] != first["numpy"]["pos"]
+    np.random.normal()  # draws two, keeps one
+    cached = rng.capture()
+    assert cached["numpy"]["has_gauss"] == 1
+    second = np.random.normal()  # the kept one: the words do not move
+    used = rng.capture()
+    assert used["numpy"]["has_gauss"] == 0 and torch.equal(used["numpy"]["keys"], cached["numpy"]["keys"])
+    after = np.random.normal()
+    rng.restore(cached)
+    assert np.random.normal() == second
+    rng.restore(used)
+    assert np.random.normal() == after

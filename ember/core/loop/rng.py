@@ -8,6 +8,7 @@ tensors, which a checkpoint stores as one block each rather than as hundreds of 
 from __future__ import annotations
 
 import array
+import ctypes
 import random
 import sys
 from typing import Any
@@ -34,12 +35,60 @@ def capture(generators: tuple[torch.Generator, ...] = (), torch_only: bool = Fal
         state["cuda"] = torch.cuda.get_rng_state_all()
     np = None if torch_only else sys.modules.get("numpy")  # not imported: nobody drew from it
     if np is not None:
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
-        state["numpy"] = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                          "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+        state["numpy"] = _numpy.capture(np)
     if generators:
         state["generators"] = [g.get_state() for g in generators]
     return state
+
+
+class _NumpyState:
+    """NumPy's global state as :func:`capture` stores it, read again only when it may have moved.
+
+    ``np.random.get_state()`` copies the generator's 624 key words one at a time (about half a million instructions,
+    most of a checkpoint's random states), though most runs never draw from NumPy's global generator. The words and
+    the position are also readable as raw bytes through the bit generator's ``ctypes.state_address`` (2,500 bytes,
+    a copy): when they have not changed since the last capture and that capture had no cached Gaussian, nothing
+    else can have changed, so the last capture is the state (its tensor is shared, read only). A cached Gaussian
+    (``has_gauss``) is used up without touching the words, so with one every capture reads the state. The bytes
+    are trusted only after the first capture found them equal to what ``get_state`` returned (the memory layout is
+    NumPy's); :func:`restore` forgets the last capture, as does any other generator than the one read."""
+
+    def __init__(self) -> None:
+        self.generator: Any = None
+        self.raw: bytes | None = None
+        self.state: dict[str, Any] | None = None
+        self.layout_checked: bool | None = None  # None: not yet; False: the bytes are not used
+
+    def capture(self, np: Any) -> dict[str, Any]:
+        generator, raw = self._raw(np)
+        if raw is not None and raw == self.raw and generator is self.generator and self.state is not None and \
+                not self.state["has_gauss"]:
+            return self.state
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        state = {"kind": str(kind), "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                 "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+        if raw is not None and self.layout_checked is None:
+            self.layout_checked = raw == keys.astype(np.uint32).tobytes() + int(pos).to_bytes(4, sys.byteorder)
+        self.generator, self.raw, self.state = generator, raw if self.layout_checked else None, state
+        return state
+
+    def _raw(self, np: Any) -> tuple[Any, bytes | None]:
+        if self.layout_checked is False:
+            return None, None
+        try:
+            generator = np.random.mtrand._rand._bit_generator
+            if type(generator).__name__ != "MT19937":
+                return generator, None
+            return generator, ctypes.string_at(generator.ctypes.state_address, 624 * 4 + 4)
+        except (AttributeError, TypeError, ValueError):  # another NumPy: read the state each time
+            self.layout_checked = False
+            return None, None
+
+    def forget(self) -> None:
+        self.raw = self.state = None
+
+
+_numpy = _NumpyState()
 
 
 def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ()) -> None:
@@ -57,6 +106,7 @@ def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ())
     if npstate is not None:
         import numpy as np
 
+        _numpy.forget()
         np.random.set_state((npstate["kind"], npstate["keys"].numpy().astype(np.uint32), npstate["pos"],
                              npstate["has_gauss"], npstate["cached_gaussian"]))
     for generator, saved in zip(generators, state.get("generators", ()), strict=False):
