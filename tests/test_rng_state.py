@@ -40,8 +40,9 @@ def test_numpy_state_is_read_again_only_when_it_may_have_moved() -> None:
     draw a new one; a cached Gaussian, used up without touching the words, is always read (else a resume would
     replay it)."""
     first = rng.capture()
-    assert rng._numpy.layout_checked  # the raw bytes matched get_state() on this NumPy
-    assert rng.capture()["numpy"] is first["numpy"]
+    if hasattr(np.random, "get_bit_generator"):  # NumPy 1.25 and later; before, the state is read every time
+        assert rng._numpy.layout_checked  # the raw bytes matched get_state() on this NumPy
+        assert rng.capture()["numpy"] is first["numpy"]
     np.random.rand()
     moved = rng.capture()["numpy"]
     assert moved is not first["numpy"] and moved["pos"] != first["numpy"]["pos"]

@@ -75,8 +75,8 @@ class _NumpyState:
     def _raw(self, np: Any) -> tuple[Any, bytes | None]:
         if self.layout_checked is False:
             return None, None
-        try:
-            generator = np.random.mtrand._rand._bit_generator
+        try:  # (NumPy 1.25 and later name the global generator's bit generator; before, it is read each time)
+            generator = np.random.get_bit_generator()
             if type(generator).__name__ != "MT19937":
                 return generator, None
             return generator, ctypes.string_at(generator.ctypes.state_address, 624 * 4 + 4)
