@@ -413,6 +413,40 @@ def test_a_checkpoint_over_the_inline_limit_is_snapshotted_and_serialised_by_the
     assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["global_step"] == 8
 
 
+def test_the_size_walk_runs_again_only_after_a_checkpoint_that_was_not_well_under_the_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk that decides between serialising at the safe point and snapshotting is left out while the last
+    checkpoint serialised at the safe point weighed at most half the limit; a checkpoint that grew past it is
+    serialised there once, and the next save walks again (and snapshots)."""
+    from ember.core.checkpointing import checkpoint_writes
+
+    walks: list[bool] = []
+    real = checkpoint_writes.small_enough
+    monkeypatch.setattr(checkpoint_writes, "small_enough",
+                        lambda obj, limit=None: walks.append(real(obj, limit)) or walks[-1])
+    monkeypatch.setattr(checkpoint_writes, "SERIALIZE_INLINE_BYTES", 200_000)  # the tiny model's: a few KB
+    paths: list[str] = []
+    write_bytes, save = torch_file.atomic_write_bytes, torch_file.atomic_save
+    monkeypatch.setattr(torch_file, "atomic_write_bytes", lambda data, path: (paths.append("serialised at the "
+                        "safe point"), write_bytes(data, path)))
+    monkeypatch.setattr(torch_file, "atomic_save", lambda obj, path: (paths.append("snapshot"), save(obj, path)))
+
+    class Growing(ember.Callback):
+        saves = 0
+
+        def on_save_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict) -> None:
+            Growing.saves += 1
+            if Growing.saves >= 3:  # from the third save on, 400 KB more
+                checkpoint["big"] = torch.zeros(100_000)
+
+    trainer = ember.Trainer(max_epochs=5, default_root_dir=str(tmp_path), **QUIET,
+                            callbacks=[ModelCheckpoint(dirpath=tmp_path / "ck"), Growing()])
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert paths == ["serialised at the safe point"] * 3 + ["snapshot"] * 2
+    assert walks == [True, False, False]  # the first save's, then after the grown one (400 KB), and the next
+    assert safe_load(str(tmp_path / "ck" / "last.ckpt"))["big"].shape == (100_000,)
+
+
 # -- the writer process ---------------------------------------------------------------------------------------
 def process_fit(tmp_path: Path, epochs: int = 3) -> ember.Trainer:
     cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=2, monitor="step", mode="max")

@@ -57,3 +57,15 @@ def test_numpy_state_is_read_again_only_when_it_may_have_moved() -> None:
     assert np.random.normal() == second
     rng.restore(used)
     assert np.random.normal() == after
+
+
+def test_restoring_the_state_numpy_is_still_in_leaves_it_alone_and_a_moved_one_is_put_back(monkeypatch) -> None:
+    state = rng.capture()
+    calls: list[object] = []
+    real = np.random.set_state
+    monkeypatch.setattr(np.random, "set_state", lambda s: (calls.append(s), real(s)))
+    rng.restore(state)  # nothing drawn since: as after a sanity check that used no NumPy
+    assert calls == [] or not hasattr(np.random, "get_bit_generator")
+    expected = np.random.rand()
+    rng.restore(state)  # moved: put back
+    assert len(calls) >= 1 and np.random.rand() == expected

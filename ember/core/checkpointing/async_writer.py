@@ -48,6 +48,8 @@ class SnapshotBuffers:
 
     def __init__(self) -> None:
         self._buffers: dict[Any, torch.Tensor] = {}
+        #: The bytes of the fit's last checkpoint serialised at its safe point (None: none, or it was not)
+        self.inline_bytes: int | None = None
 
     def host_copy(self, key: Any, tensor: torch.Tensor) -> torch.Tensor:
         """A host copy of ``tensor``; asynchronous (pinned) when ``tensor`` is on an accelerator. Call it with
@@ -68,6 +70,7 @@ class SnapshotBuffers:
 
     def clear(self) -> None:
         self._buffers.clear()
+        self.inline_bytes = None
 
 
 def snapshot(obj: Any, buffers: SnapshotBuffers, walk: Callable[[Any, Callable[[torch.Tensor], Any]], Any] | None = None

@@ -120,7 +120,12 @@ class Writes:
                 return plain(checkpoint)
             if self.serializer is not None:
                 checkpoint = plain(checkpoint)
-                data = self.serializer(checkpoint) if small_enough(checkpoint) else None  # (names counted twice)
+                # The size walk (names counted twice) is left out while the fit's last checkpoint serialised here
+                # weighed at most half the limit: one that grew is caught by its own bytes, and the next walks.
+                last = buffers.inline_bytes
+                likely_small = last is not None and last <= SERIALIZE_INLINE_BYTES // 2
+                data = self.serializer(checkpoint) if likely_small or small_enough(checkpoint) else None
+                buffers.inline_bytes = None if data is None else len(data)
                 if data is not None:
                     return data
             if self.background:

@@ -84,6 +84,14 @@ class _NumpyState:
             self.layout_checked = False
             return None, None
 
+    def holds(self, np: Any, state: dict[str, Any]) -> bool:
+        """True when NumPy's generator is in ``state`` now (the last capture, not moved since): restoring it would
+        change nothing (``set_state`` copies the words one at a time too)."""
+        if state is not self.state or self.raw is None or state["has_gauss"]:
+            return False
+        generator, raw = self._raw(np)
+        return generator is self.generator and raw == self.raw
+
     def forget(self) -> None:
         self.raw = self.state = None
 
@@ -106,8 +114,9 @@ def restore(state: dict[str, Any], generators: tuple[torch.Generator, ...] = ())
     if npstate is not None:
         import numpy as np
 
-        _numpy.forget()
-        np.random.set_state((npstate["kind"], npstate["keys"].numpy().astype(np.uint32), npstate["pos"],
-                             npstate["has_gauss"], npstate["cached_gaussian"]))
+        if not _numpy.holds(np, npstate):  # (it does after a sanity check that drew nothing from NumPy)
+            _numpy.forget()
+            np.random.set_state((npstate["kind"], npstate["keys"].numpy().astype(np.uint32), npstate["pos"],
+                                 npstate["has_gauss"], npstate["cached_gaussian"]))
     for generator, saved in zip(generators, state.get("generators", ()), strict=False):
         generator.set_state(saved)
