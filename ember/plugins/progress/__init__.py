@@ -192,11 +192,7 @@ class ProgressBar:
         if count is not None:
             count.n += 1
             if count.bar is not None:
-                last = batch_idx + 1 >= trainer.num_training_batches
-                # _render_if_due's test, spelled out: no call on the steps (nearly all) that do not render
-                if last or (count.n - count.shown >= self.refresh_rate and
-                            time.monotonic() - count.when >= self.min_interval):
-                    self._render_if_due(trainer, "train", count, last)
+                self._render_if_due(trainer, "train", count, batch_idx + 1 >= trainer.num_training_batches)
 
     @hookimpl(trylast=True)
     def on_train_epoch_end(self, trainer: Any, *_: Any) -> None:
