@@ -33,14 +33,16 @@ start and the end of each counted fit is compiled on the fly. A full run takes a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
+import inspect
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -234,15 +236,11 @@ def _count_inside(args: argparse.Namespace, library: Any, bar: Any) -> None:
     fit(_workload(key, 1))  # uncounted: imports, first-call caches
     for spec in args.inside:
         owner, name = resolve(spec)
-        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-        counter = Inside(original, library)
-        setattr(owner, name, counter.wrapper())
-        try:
+        counter = Inside(inspect.getattr_static(owner, name), library)
+        with counter.installed(owner, name):
             library.zero()
             fit(counted)
             library.dump(f"{spec}|{counter.calls}".encode())
-        finally:
-            setattr(owner, name, original)
 
 
 def _inside_workload(args: argparse.Namespace) -> str:
@@ -294,6 +292,20 @@ class Inside:
                     self.library.toggle()
 
         return staticmethod(counted) if static else counted
+
+    @contextlib.contextmanager
+    def installed(self, owner: Any, name: str) -> Iterator[None]:
+        """The wrapper in place of ``owner.name`` for the duration; a method ``owner`` inherits is wrapped on
+        ``owner`` and removed again afterwards, so that the base class's serves again."""
+        inherited = isinstance(owner, type) and name not in vars(owner)
+        setattr(owner, name, self.wrapper())
+        try:
+            yield
+        finally:
+            if inherited:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, self.original)
 
 
 def format_inside(counts: dict[str, int], specs: list[str], epochs: int, steps: int, key: str) -> str:

@@ -308,3 +308,31 @@ def test_counting_inside_a_function_switches_on_for_its_outermost_calls_only() -
         instructions.resolve("ember.core.loop.rng:nothing")
     table = instructions.format_inside({"m:f|4": 4000}, ["m:f", "m:g"], 2, 8, "short").splitlines()
     assert table[2].split() == ["m:f", "4", "1,000", "2,000", "500"] and table[3].split()[1:] == ["0", "-", "0", "0"]
+
+
+def test_counting_inside_an_inherited_method_wraps_it_on_the_subclass_and_puts_the_base_back() -> None:
+    from benchmarks import instructions
+
+    class Library:
+        switches = 0
+
+        def toggle(self) -> None:
+            Library.switches += 1
+
+    class Base:
+        def step(self) -> str:
+            return "base"
+
+    class Sub(Base):
+        pass
+
+    original = instructions.inspect.getattr_static(Sub, "step")
+    counter = instructions.Inside(original, Library())
+    with counter.installed(Sub, "step"):
+        assert Sub().step() == "base" and Base().step() == "base"
+        assert "step" in vars(Sub)
+    assert "step" not in vars(Sub) and Sub.step is Base.step
+    assert counter.calls == 1 and Library.switches == 2  # the base class's own calls were not counted
+    with counter.installed(Base, "step"):
+        Sub().step()
+    assert vars(Base)["step"] is original and counter.calls == 2
