@@ -69,3 +69,55 @@ def test_restoring_the_state_numpy_is_still_in_leaves_it_alone_and_a_moved_one_i
     expected = np.random.rand()
     rng.restore(state)  # moved: put back
     assert len(calls) >= 1 and np.random.rand() == expected
+
+
+def test_python_state_is_read_again_only_when_its_words_or_its_cached_gaussian_moved() -> None:
+    """Python's words are compared as raw bytes, and ``gauss_next`` (used up without moving the words) on its own:
+    an unchanged generator is not read again, a used-up Gaussian is, and each capture restores its own moment."""
+    first = rng.capture()
+    if rng._python.layout_checked is not None:  # CPython: the raw bytes matched getstate()
+        assert rng._python.layout_checked
+    random.gauss()  # draws two numbers, keeps one in gauss_next
+    cached = rng.capture()
+    assert cached["python"]["gauss"] is not None and cached["python"]["state"] is not first["python"]["state"]
+    second = random.gauss()  # the kept one: the words do not move
+    used = rng.capture()
+    assert used["python"]["gauss"] is None and torch.equal(used["python"]["state"], cached["python"]["state"])
+    after = random.gauss()
+    rng.restore(cached)
+    assert random.gauss() == second
+    rng.restore(used)
+    assert random.gauss() == after
+
+
+def test_restoring_the_python_state_it_is_still_in_leaves_it_alone_and_a_moved_one_is_put_back(monkeypatch) -> None:
+    state = rng.capture()
+    calls: list[object] = []
+    real = random.setstate
+    monkeypatch.setattr(random, "setstate", lambda s: (calls.append(s), real(s)))
+    rng.restore(state)  # nothing drawn since: as after a sanity check that used no random
+    assert calls == [] or rng._python.layout_checked is not True
+    expected = random.random()
+    rng.restore(state)  # moved: put back
+    assert len(calls) >= 1 and random.random() == expected
+    loaded = {**state, "python": {**state["python"], "state": state["python"]["state"].clone()}}
+    rng.restore(loaded)  # a state read from a file is another tensor: put back, whatever the generator holds
+    assert len(calls) >= 2 and random.random() == expected
+
+
+def test_preserved_rng_undoes_every_draw_inside_and_leaves_untouched_generators_alone(monkeypatch) -> None:
+    from ember.core.loop.seed import preserved_rng
+
+    rng.capture()
+    calls: list[object] = []
+    monkeypatch.setattr(random, "setstate", lambda s, real=random.setstate: (calls.append(s), real(s)))
+    with preserved_rng():
+        torch.rand(1)
+    assert calls == [] or rng._python.layout_checked is not True
+    before = rng.capture()
+    expected = (torch.rand(2), np.random.rand(2), random.random())
+    rng.restore(before)
+    with preserved_rng():
+        torch.rand(5), np.random.rand(5), random.random(), random.gauss()
+    again = (torch.rand(2), np.random.rand(2), random.random())
+    assert torch.equal(again[0], expected[0]) and np.array_equal(again[1], expected[1]) and again[2] == expected[2]

@@ -70,24 +70,7 @@ def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
     if kind in PLAIN_SCALARS:
         return obj
     if kind is dict or kind is OrderedDict:
-        items = {}
-        changed = tensor is not None
-        for key, value in obj.items():
-            if type(key) not in PLAIN_SCALARS:
-                raise _Misplaced(f"the key {key!r}, a {type(key).__name__}")
-            try:
-                new = _plain(value, tensor)
-            except _Misplaced as exc:
-                exc.path.append(key)
-                raise
-            changed = changed or new is not value
-            items[key] = new
-        if not changed:
-            return obj
-        copy = kind(items)
-        if kind is OrderedDict:
-            copy.__dict__.update(vars(obj))  # a state_dict's _metadata
-        return copy
+        return _plain_dict(obj, kind, tensor)
     if isinstance(obj, torch.Tensor):
         return obj if tensor is None else tensor(obj)
     if kind in _SEQUENCES:
@@ -106,6 +89,34 @@ def _plain(obj: Any, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
     if kind.__module__ == "numpy" and callable(getattr(obj, "item", None)) and getattr(obj, "ndim", 1) == 0:
         return obj.item()
     raise _Misplaced(f"a {kind.__module__}.{kind.__qualname__}")
+
+
+def _plain_dict(obj: dict, kind: type, tensor: Callable[[torch.Tensor], Any] | None) -> Any:
+    """A dict of :func:`_plain`: checked, itself when nothing changed (a number or a tensor costs no call), else a
+    copy; with ``tensor``, always a copy."""
+    snapshot = tensor is not None
+    copy = kind() if snapshot else None
+    for key, value in obj.items():
+        if type(key) not in PLAIN_SCALARS:
+            raise _Misplaced(f"the key {key!r}, a {type(key).__name__}")
+        value_kind = type(value)
+        if value_kind in PLAIN_SCALARS or (value_kind is torch.Tensor and not snapshot):
+            new = value
+        else:
+            try:
+                new = _plain(value, tensor)
+            except _Misplaced as exc:
+                exc.path.append(key)
+                raise
+        if copy is None and new is not value:
+            copy = kind(obj)  # what came before, as it is; from here on each value is set again
+        if copy is not None:
+            copy[key] = new
+    if copy is None:
+        return obj
+    if kind is OrderedDict:
+        copy.__dict__.update(vars(obj))  # a state_dict's _metadata
+    return copy
 
 
 def _plain_value(value: Any) -> tuple[bool, Any]:

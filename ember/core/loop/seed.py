@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from ember.core.loop import rng
+
 
 def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
     """Seed Python's ``random``, NumPy (if installed) and torch (CPU and every CUDA device).
@@ -49,19 +51,16 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
 
 @contextlib.contextmanager
 def preserved_rng(device: torch.device | None = None) -> Iterator[None]:
-    """Restore the global random state (Python, NumPy if imported, torch CPU and ``device``'s CUDA generator)
-    on exit, so that what runs inside draws nothing from the stream the training loop sees."""
-    python_state = random.getstate()
-    np = sys.modules.get("numpy")
-    numpy_state = np.random.get_state() if np is not None else None
+    """Restore the global random state (Python, NumPy if imported, torch CPU, every initialised CUDA device and
+    ``device``'s CUDA generator) on exit, so that what runs inside draws nothing from the stream the training loop
+    sees. A generator nothing drew from is left as it is (see :mod:`ember.core.loop.rng`)."""
+    state = rng.capture()
     cuda = device is not None and device.type == "cuda"
-    with torch.random.fork_rng(devices=[device] if cuda else [], device_type="cuda"):
+    with torch.random.fork_rng(devices=[device], device_type="cuda") if cuda else contextlib.nullcontext():
         try:
             yield
         finally:
-            random.setstate(python_state)
-            if np is not None:
-                np.random.set_state(numpy_state)
+            rng.restore(state)
 
 
 # -- data-loader workers -----------------------------------------------------------------------------------
