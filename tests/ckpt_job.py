@@ -165,13 +165,13 @@ def hang_in_background_write(out: str, nth: int) -> None:
     in_writer_process = multiprocessing.current_process().name == "ember-checkpoint-writer"
     count = 0
 
-    def atomic_write(path: str, write: Any, content: Any) -> None:
+    def atomic_write(path: str, write: Any, content: Any, **how: Any) -> None:
         nonlocal count
         if threading.current_thread() is threading.main_thread() and not in_writer_process:
-            return real_write(path, write, content)
+            return real_write(path, write, content, **how)
         count += 1
         if count != nth:
-            return real_write(path, write, content)
+            return real_write(path, write, content, **how)
 
         def half(f: Any) -> None:
             buffer = io.BytesIO()
@@ -185,7 +185,7 @@ def hang_in_background_write(out: str, nth: int) -> None:
             os.replace(os.path.join(out, "writing.tmp"), os.path.join(out, "writing"))
             time.sleep(300)
 
-        return real_write(path, half, content)
+        return real_write(path, half, content, **how)
 
     checkpoint_files._atomic_write = atomic_write
 

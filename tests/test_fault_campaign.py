@@ -175,19 +175,19 @@ def delete_during_write(monkeypatch: pytest.MonkeyPatch, folder: Path, nth: int)
     real = checkpoint_files._write_once
     count = 0
 
-    def write_once(path: str, write: Any, content: Any) -> None:
+    def write_once(path: str, write: Any, content: Any, *how: Any) -> None:
         nonlocal count
         if threading.current_thread() is threading.main_thread():
-            return real(path, write, content)
+            return real(path, write, content, *how)
         count += 1
         if count != nth:
-            return real(path, write, content)
+            return real(path, write, content, *how)
 
         def then_delete(f: Any) -> None:
             write(f)
             shutil.rmtree(folder)
 
-        return real(path, then_delete, content)
+        return real(path, then_delete, content, *how)
 
     monkeypatch.setattr(checkpoint_files, "_write_once", write_once)
 
