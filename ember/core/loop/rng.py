@@ -135,7 +135,8 @@ class _PythonState(_RawState):
 
     def _raw(self, module: Any) -> tuple[Any, bytes | None]:
         generator = module.getstate.__self__
-        if not isinstance(generator, _random.Random) or _random.Random.__basicsize__ < _HEADER + 4 + 4 * _WORDS:
+        if not _CPYTHON or not isinstance(generator, _random.Random) or \
+                _random.Random.__basicsize__ < _HEADER + 4 + 4 * _WORDS:  # (elsewhere id() is no address)
             return generator, None
         return generator, ctypes.string_at(id(generator) + _HEADER, 4 + 4 * _WORDS)
 
@@ -163,6 +164,7 @@ class _PythonState(_RawState):
 
 
 _HEADER = object.__basicsize__  # what precedes an object's own fields
+_CPYTHON = sys.implementation.name == "cpython"
 _NO_GAUSS = object()
 _python = _PythonState()
 
