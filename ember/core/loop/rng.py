@@ -35,6 +35,9 @@ def capture(generators: tuple[torch.Generator, ...] = (), torch_only: bool = Fal
     return state
 
 
+_WORDS = 624  # a Mersenne Twister's key words
+
+
 class _RawState:
     """A global generator's state as :func:`capture` stores it, read again only when it may have moved.
 
@@ -56,17 +59,17 @@ class _RawState:
         generator, raw = self._read_raw(module)
         if raw is not None and raw == self.raw and generator is self.generator and self.state is not None and \
                 self._rest(generator, self.state):
-            return self._shared(self.state)
+            return self.state
         state, expected = self._read(module)
         if raw is not None and self.layout_checked is None:
             self.layout_checked = raw == expected
         self.generator, self.raw, self.state = generator, raw if self.layout_checked else None, state
-        return self._shared(state)
+        return state
 
     def holds(self, module: Any, state: dict[str, Any]) -> bool:
         """True when the generator is in ``state`` now (the last capture, not moved since): restoring it would
         change nothing (restoring copies the words one at a time too)."""
-        if self.raw is None or self.state is None or not self._same(state, self.state):
+        if self.raw is None or state is not self.state:
             return False
         generator, raw = self._read_raw(module)
         return generator is self.generator and raw == self.raw and self._rest(generator, state)
@@ -82,12 +85,6 @@ class _RawState:
         except (AttributeError, TypeError, ValueError):  # another version: read the state each time
             self.layout_checked = False
             return None, None
-
-    def _shared(self, state: dict[str, Any]) -> dict[str, Any]:
-        return state
-
-    def _same(self, state: dict[str, Any], kept: dict[str, Any]) -> bool:
-        return state is kept
 
     def _raw(self, module: Any) -> tuple[Any, bytes | None]:
         raise NotImplementedError
@@ -111,7 +108,7 @@ class _NumpyState(_RawState):
         generator = np.random.get_bit_generator()
         if type(generator).__name__ != "MT19937":
             return generator, None
-        return generator, ctypes.string_at(generator.ctypes.state_address, 624 * 4 + 4)
+        return generator, ctypes.string_at(generator.ctypes.state_address, 4 * _WORDS + 4)
 
     def _read(self, np: Any) -> tuple[dict[str, Any], bytes]:
         kind, keys, pos, has_gauss, cached = np.random.get_state()
@@ -124,14 +121,13 @@ class _NumpyState(_RawState):
 
 
 _numpy = _NumpyState()
-_WORDS = 624  # a Mersenne Twister's key words
 
 
 class _PythonState(_RawState):
     """Python's ``random`` state (``{"version", "state", "gauss"}``, the 625 numbers of ``getstate`` as an int64
     tensor), its raw bytes read from the generator object behind ``random.getstate`` (CPython's ``_random.Random``
     keeps its position and words right after the object header). The cached Gaussian (``gauss_next``) is an
-    attribute, compared on its own. Each capture is a new dict; the tensor is shared (read only)."""
+    attribute, compared on its own. Captures share the state (read only)."""
 
     def _raw(self, module: Any) -> tuple[Any, bytes | None]:
         generator = module.getstate.__self__
@@ -155,12 +151,6 @@ class _PythonState(_RawState):
     def _rest(self, generator: Any, state: dict[str, Any]) -> bool:
         gauss = getattr(generator, "gauss_next", _NO_GAUSS)
         return gauss is state["gauss"] or gauss == state["gauss"]
-
-    def _shared(self, state: dict[str, Any]) -> dict[str, Any]:
-        return dict(state)
-
-    def _same(self, state: dict[str, Any], kept: dict[str, Any]) -> bool:
-        return state.get("state") is kept["state"] and state.get("version") == kept["version"]
 
 
 _HEADER = object.__basicsize__  # what precedes an object's own fields

@@ -203,14 +203,17 @@ def _tmp_name(path: str) -> str:
     return f"{_tmp_prefix(path)}{_host()}-{os.getpid()}-{secrets.token_hex(4)}.tmp"
 
 
-def _atomic_write(path: str, write: Callable[[Any], None], content: Any, buffering: int = -1) -> None:
+#: Bytes buffered per write to a checkpoint file.
+_WRITE_BUFFER = 4 << 20
+
+
+def _atomic_write(path: str, write: Callable[[Any], None], content: Any, buffering: int = _WRITE_BUFFER) -> None:
     """Call ``write(file)`` on a temporary file next to ``path``, fsync it, rename it over ``path``, fsync the
     directory; on any failure the temporary file is removed and ``path`` is untouched. ``content`` (what is
     written, or its size in bytes) sizes the error of a full disk. A folder deleted while the file was written
     (its temporary file gone with it) is created again and the file written again, once. ``buffering``: the
-    file's buffer size (by default a large one, :data:`_WRITE_BUFFER`; 0 for none)."""
+    file's buffer size (0 for none)."""
     path = os.path.abspath(path)
-    buffering = _WRITE_BUFFER if buffering < 0 else buffering
     try:
         _write_once(path, write, content, buffering)
     except FileNotFoundError:
@@ -249,9 +252,6 @@ def _write_once(path: str, write: Callable[[Any], None], content: Any, buffering
         raise
     _fsync_dir(directory)
 
-
-#: Bytes buffered per write to a checkpoint file.
-_WRITE_BUFFER = 4 << 20
 
 _DISK_FULL = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
