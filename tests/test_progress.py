@@ -174,3 +174,16 @@ def test_the_training_bar_is_made_once_per_fit_and_prints_what_a_bar_per_epoch_p
     assert made == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]
     for epoch in (1, 2, 3):  # the last render of each epoch stays, ended by a new line
         assert re.search(rf"Epoch {epoch}/3: 100%\|[^\r\n]*8/8[^\r\n]*\]\n", reused)
+
+
+def test_a_terminal_bar_pickled_between_fits_serves_the_next_fit(tmp_path):
+    """A Trainer is pickled between fits (as Lightning's is): its tqdm bar drops the terminal bar it keeps for
+    reuse, and the copy draws the next fit's epochs with a bar of its own."""
+    import pickle
+
+    bar = TQDMProgressBar(force_terminal=True, file=io.StringIO(), min_interval=0.0)
+    ember.Trainer(callbacks=[bar], default_root_dir=tmp_path, **ARGS).fit(ProgModel(), *tiny_loaders())
+    copy = pickle.loads(pickle.dumps(bar))
+    copy._file = out = io.StringIO()
+    ember.Trainer(callbacks=[copy], default_root_dir=tmp_path, **ARGS).fit(ProgModel(), *tiny_loaders())
+    assert "Epoch 2/2: 100%" in plain(out.getvalue())

@@ -281,7 +281,6 @@ class ProgressBar:
         state = dict(self.__dict__)
         state["_live"] = {kind: count.undrawn() for kind, count in self._live.items()}
         state["_file"] = None
-        state.pop("_closed_train", None)
         return state
 
 

@@ -88,6 +88,11 @@ class TQDMProgressBar(ProgressBar):
     def _release(self) -> None:
         self._closed_train = None
 
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_closed_train"] = None  # a terminal bar: made again after unpickling
+        return state
+
 
 def _refresh_rate(asked: int) -> int:
     """The refresh rate in effect, as Lightning's bar resolves it: the default of 1 becomes 20 on Google Colab
