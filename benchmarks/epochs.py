@@ -7,6 +7,10 @@ default costs per epoch (the ``overhead ms/epoch`` column), without a profiler:
 * ``ember+defaults, writer process``: the same, checkpoints written by a writer process
   (``TorchCheckpointIO(writer="process")``);
 * ``ember+defaults, synchronous checkpoint``: the checkpoint written on the training thread;
+* ``ember+defaults, no file work``: the checkpoint built and serialised at the safe point and handed to the writer
+  thread as with the defaults, which then writes, links and removes nothing: its difference to ``ember+defaults`` is
+  what the writer thread's file work (writes, ``fsync``, renames, removals) costs the training thread, which it
+  does not run;
 * ``ember+defaults, checkpointing off`` / ``logger off`` / ``progress bar off``: one default off;
 * ``ember+defaults, all three off``: checkpointing, logger and progress bar off;
 * ``ember, validation only``: everything off but validating every epoch (the validation loop's set-up).
@@ -32,12 +36,42 @@ def _storage(**kwargs: Any) -> Any:
         return None
 
 
+def _no_file_work() -> Any:
+    """The default storage, except that its writes, links and removals do nothing (None in an ember without
+    ``serialize_checkpoint``): what reaches the writer thread is the same bytes."""
+    try:
+        import ember
+        from ember.plugins.checkpoint_io.torch_file import TorchCheckpointIO
+    except ImportError:
+        return None
+    if not hasattr(TorchCheckpointIO, "serialize_checkpoint"):
+        return None
+
+    class NoFileWork(TorchCheckpointIO):
+        def _writes_plain_files(self) -> bool:
+            return True  # serialised at the safe point, as by the default storage
+
+        @ember.hookimpl
+        def save_checkpoint(self, trainer: Any, checkpoint: Any, path: str) -> bool:
+            return True
+
+        @ember.hookimpl
+        def remove_checkpoint(self, trainer: Any, path: str) -> bool:
+            return True
+
+        def link_checkpoint(self, trainer: Any, source: str, path: str) -> bool:
+            return True
+
+    return NoFileWork()
+
+
 def row_args() -> list[tuple[str, bool, dict[str, Any]]]:
     """The table's rows as ``(label, defaults, Trainer arguments)``: ``defaults`` as in
     :func:`benchmarks.frameworks.ember_run`, the arguments switching one default off (or choosing a writer)."""
     args: list[tuple[str, bool, dict[str, Any]]] = [("ember+defaults", True, {})]
     for label, storage in (("writer process", _storage(writer="process")),
-                           ("synchronous checkpoint", _storage(async_save=False))):
+                           ("synchronous checkpoint", _storage(async_save=False)),
+                           ("no file work", _no_file_work())):
         if storage is not None:
             args.append((f"ember+defaults, {label}", True, {"checkpoint_io": storage}))
     args += [("ember+defaults, checkpointing off", True, {"enable_checkpointing": False}),

@@ -116,7 +116,8 @@ def test_the_epochs_section_compares_checkpoint_modes(tmp_path: Any) -> None:
     group = json.loads(out.read_text())["groups"][0]
     assert group["title"].startswith("per-epoch costs: short epochs: 4 x (32 train + 8 val steps)")
     assert set(group["loops"]) == {"ember+defaults", "ember+defaults, writer process",
-                                   "ember+defaults, synchronous checkpoint", "ember+defaults, checkpointing off",
+                                   "ember+defaults, synchronous checkpoint", "ember+defaults, no file work",
+                                   "ember+defaults, checkpointing off",
                                    "ember+defaults, logger off", "ember+defaults, progress bar off",
                                    "ember+defaults, all three off", "ember, validation only"}
     assert "overhead ms/epoch" in proc.stdout
@@ -336,3 +337,31 @@ def test_counting_inside_an_inherited_method_wraps_it_on_the_subclass_and_puts_t
     with counter.installed(Base, "step"):
         Sub().step()
     assert vars(Base)["step"] is original and counter.calls == 2
+
+
+def test_the_no_file_work_row_serialises_as_the_defaults_and_writes_nothing(tmp_path: Any) -> None:
+    """The epochs section's "no file work" row differs from ember+defaults only in the writer thread's file work:
+    its checkpoints are serialised at the safe point and handed to the writer, and no file reaches the disk."""
+    import time
+
+    from benchmarks import epochs, frameworks, workloads
+    from ember.core.checkpointing import checkpoint_writes
+
+    rows = {label: kwargs for label, _, kwargs in epochs.row_args()}
+    storage = rows["ember+defaults, no file work"]["checkpoint_io"]
+    handed: list[tuple[str, bool]] = []
+    prepare = checkpoint_writes.Writes.prepare
+
+    def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = prepare(self, *args, **kwargs)
+        handed.append((type(out).__name__, self.background))
+        return out
+
+    checkpoint_writes.Writes.prepare = spy  # type: ignore[method-assign]
+    try:
+        frameworks.ember_run(workloads.short_epochs(2), time.perf_counter, defaults=True, checkpoint_io=storage,
+                             default_root_dir=str(tmp_path))
+    finally:
+        checkpoint_writes.Writes.prepare = prepare  # type: ignore[method-assign]
+    assert handed == [("memoryview", True)] * 2  # serialised, for the writer thread, as the default storage's
+    assert not [p for p in tmp_path.rglob("*") if p.is_file() and "ckpt" in p.name]
