@@ -365,3 +365,25 @@ def test_the_no_file_work_row_serialises_as_the_defaults_and_writes_nothing(tmp_
         checkpoint_writes.Writes.prepare = prepare  # type: ignore[method-assign]
     assert handed == [("memoryview", True)] * 2  # serialised, for the writer thread, as the default storage's
     assert not [p for p in tmp_path.rglob("*") if p.is_file() and "ckpt" in p.name]
+
+
+def test_timing_inside_a_function_keeps_each_outermost_call_and_prints_per_epoch_and_step() -> None:
+    """``python -m benchmarks.inside_time``: each outermost call of a named function timed on the given clock (a
+    nested call inside it is not timed again), the function put back afterwards, and the table per fit."""
+    import torch
+
+    from benchmarks import inside_time, workloads
+
+    ticks = iter(range(0, 1000, 2))  # each reading of the clock 2 s after the previous one
+    original = workloads.loss_of
+    net = workloads.tiny_net()
+    batch = (torch.randn(4, 32), torch.randint(0, 10, (4,)))
+    with inside_time.timed(["benchmarks.workloads:loss_of"], lambda: float(next(ticks))) as watches:
+        assert workloads.loss_of is not original
+        for _ in range(3):
+            workloads.loss_of(net, batch)
+    assert workloads.loss_of is original
+    watch = watches["benchmarks.workloads:loss_of"]
+    assert watch.durations == [2.0, 2.0, 2.0]
+    rows = inside_time.format_table(watches, fits=3, epochs=2, steps=4).splitlines()
+    assert rows[1].split() == ["benchmarks.workloads:loss_of", "1.0", "2,000,000.0", "1,000,000.0", "500,000.00"]
