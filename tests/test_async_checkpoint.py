@@ -488,6 +488,37 @@ def test_the_writer_process_writes_what_the_thread_writes_and_ends_with_the_fit(
         assert all(torch.equal(by_process["state_dict"][k], v) for k, v in by_thread["state_dict"].items())
 
 
+def test_the_writer_process_starts_as_the_fit_begins_and_serves_its_first_save(tmp_path: Path) -> None:
+    """The process is started when a fit that checkpoints begins, not by its first save (whose job would otherwise
+    wait for the start, and the second save for both): it runs before the first batch ends, that one process
+    writes every save, and a fit that saves nothing starts none and still ends with no process left."""
+    import multiprocessing
+
+    seen: list[Any] = []
+
+    class Look(ember.Callback):
+        def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+            process = trainer.checkpointing.writer.process
+            if not seen:  # the first batch: no save has happened yet
+                assert process is not None and process.alive
+                deadline = time.monotonic() + 60
+                while process.pid is None and time.monotonic() < deadline:  # the start completes
+                    time.sleep(0.005)
+            seen.append(process.pid)
+
+    cb = ModelCheckpoint(dirpath=tmp_path / "ck", save_top_k=-1)
+    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[cb, Look()],
+                            checkpoint_io=TorchCheckpointIO(writer="process"), **QUIET)
+    trainer.fit(TinyClassifier(), tiny_loaders(n=32)[0])
+    assert len(set(seen)) == 1 and seen[0] is not None
+    assert sorted(os.listdir(tmp_path / "ck")) == ["epoch=0-step=4.ckpt", "epoch=1-step=8.ckpt", "last.ckpt"]
+    assert not trainer.checkpointing.writer.running and multiprocessing.active_children() == []
+    off = ember.Trainer(max_epochs=1, default_root_dir=str(tmp_path / "off"), enable_checkpointing=False,
+                        checkpoint_io=TorchCheckpointIO(writer="process"), **QUIET)
+    off.fit(TinyClassifier(), tiny_loaders(n=16)[0])
+    assert off.checkpointing.writer.process is None and multiprocessing.active_children() == []
+
+
 def test_a_dead_writer_process_is_reported_once_and_the_fit_writes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from ember.core.checkpointing import writer_process
@@ -565,6 +596,24 @@ def test_the_main_guard_is_found_around_the_running_line(tmp_path: Path, monkeyp
         assert vars(main)["found"] == expected
     monkeypatch.setitem(sys.modules, "__main__", type(sys)("__main__"))  # an interactive session: no file
     assert writer_process.unguarded_script_line() is None
+
+
+def test_a_script_is_parsed_once_for_its_main_guard_until_it_changes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each fit asks where the script's ``if __name__ == "__main__":`` blocks are; the script is parsed once, and
+    again only when the file changed."""
+    from ember.core.checkpointing import writer_process
+
+    parsed: list[str] = []
+    parse = writer_process.ast.parse
+    monkeypatch.setattr(writer_process.ast, "parse", lambda source: parsed.append(source) or parse(source))
+    script = tmp_path / "s.py"
+    script.write_text("import x\n\nif __name__ == '__main__':\n    run()\n")
+    assert writer_process._main_guards(str(script)) == ((3, 4),)
+    assert writer_process._main_guards(str(script)) == ((3, 4),) and len(parsed) == 1
+    script.write_text("import x\nrun()\n\n\nif __name__ == '__main__':\n    run()\n    run()\n")
+    assert writer_process._main_guards(str(script)) == ((5, 7),) and len(parsed) == 2
+    assert writer_process._main_guards(str(tmp_path / "gone.py")) is None
 
 
 def no_space_left() -> None:

@@ -415,6 +415,8 @@ class Checkpointing:
         handlers = SignalHandlers(t)  # Ctrl-C and SIGTERM stop at a safe point, checkpointing or not
         handlers.install()
         try:
+            if t.config.enable_checkpointing:  # a writer process starts now, not at the first save
+                Writes(t, self._deferring).start_process(self.writer)
             yield
             if self.stop_signal is not None:  # the signal came after the last safe point
                 self._stop()

@@ -138,12 +138,21 @@ class Writes:
                 "back. A checkpoint holds tensors, numbers, strings and lists/tuples/dicts of them; "
                 "convert the value in the on_save_checkpoint hook or state_dict() that stores it.") from None
 
+    def start_process(self, writer: BackgroundWriter) -> None:
+        """Start the writer process now when the writes go there: as a fit begins, so that it runs by the first
+        save (see :meth:`WriterProcess.start_soon <ember.core.checkpointing.writer_process.WriterProcess.start_soon>`)."""
+        if self.process:
+            self._process_of(writer).start_soon()
+
+    def _process_of(self, writer: BackgroundWriter) -> writer_process.WriterProcess:
+        if writer.process is None:
+            writer.process = writer_process.WriterProcess(self.storage)
+        return writer.process  # type: ignore[no-any-return]
+
     def submit(self, writer: BackgroundWriter, hook: Any, ops: list[Op], buffers: SnapshotBuffers) -> None:
         """Hand ``ops`` (prepared at this safe point) to the writer process, or else to the writer thread."""
         if self.process:
-            if writer.process is None:
-                writer.process = writer_process.WriterProcess(self.storage)
-            if writer.process.submit(ops):
+            if self._process_of(writer).submit(ops):
                 return
             snapshots: dict[int, Any] = {}  # a checkpoint the process cannot take: the thread writes a snapshot
             for _, _, checkpoint in ops:

@@ -17,8 +17,9 @@ as it does for the thread. Only data crosses the process boundary; the storage o
 process starts, by reference to its class.
 
 The process is started (from a ``forkserver`` where the platform has one, so that starting it per fit costs a
-fork, not an import of torch) by the fit's first save, on a helper thread that then sends it that save's job (the
-training thread goes on meanwhile), and stopped and joined when the fit ends. If it cannot start, or dies (killed,
+fork, not an import of torch) when a fit that checkpoints begins (or else by its first save), on a helper thread
+that sends it the first save's job once it runs (the training thread goes on meanwhile), and stopped and joined
+when the fit ends. If it cannot start, or dies (killed,
 out of memory), the job it held is written in this process from the shared buffer, the fit goes on with the
 writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
 a sparse or quantized tensor) is written by the thread, from a snapshot, as before.
@@ -32,6 +33,7 @@ import inspect
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import sys
 import threading
@@ -266,16 +268,32 @@ def unguarded_script_line() -> int | None:
         frame = frame.f_back
     if path is None or frame is None:
         return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read())
-    except (OSError, SyntaxError, ValueError):
+    guards = _main_guards(path)
+    if guards is None:
         return None
     line = frame.f_lineno
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_main_test(node.test) and node.lineno <= line <= (node.end_lineno or 0):
-            return None
-    return line
+    return None if any(start <= line <= end for start, end in guards) else line
+
+
+#: The lines of each script's ``if __name__ == "__main__":`` blocks, by (path, modification time, size): a script
+#: is parsed once, not at every fit.
+_GUARDS: dict[tuple[str, int, int], tuple[tuple[int, int], ...]] = {}
+
+
+def _main_guards(path: str) -> tuple[tuple[int, int], ...] | None:
+    """The first and last lines of each ``if __name__ == "__main__":`` block of the script at ``path`` (None: it
+    cannot be read or parsed)."""
+    try:
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        if key not in _GUARDS:
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read())
+            _GUARDS[key] = tuple((node.lineno, node.end_lineno or 0) for node in ast.walk(tree)
+                                 if isinstance(node, ast.If) and _is_main_test(node.test))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    return _GUARDS[key]
 
 
 def _is_main_test(test: ast.expr) -> bool:
@@ -303,6 +321,11 @@ class WriterProcess:
         self._pending: tuple[list[Any], list[Op]] | None = None
         self._starter: threading.Thread | None = None
         self._start_error: BaseException | None = None
+        #: Set once the process runs and may be sent jobs directly; until then the helper thread that starts it
+        #: sends the job waiting in ``_first`` (both under ``_handover``).
+        self._ready = False
+        self._first: Any = None
+        self._handover = threading.Lock()
 
     @property
     def busy(self) -> bool:
@@ -316,11 +339,21 @@ class WriterProcess:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
+    def start_soon(self) -> None:
+        """Start the process now, on a helper thread, before any job: at the start of a fit, so that it runs by the
+        first save (a start takes a fork, 5-15 ms, and the first job's first-time work; the fit's second save would
+        otherwise wait for them). Called on the training thread, which the script check reads."""
+        if self._starter is None and self._process is None and not self.failed:
+            self._starter = threading.Thread(target=self._start_and_send, args=(unguarded_script_line(),),
+                                             name="ember-checkpoint-writer-start", daemon=True)
+            self._starter.start()
+
     def submit(self, ops: list[Op]) -> bool:
         """Wait for the job in flight, then hand the writer process ``ops`` (checkpoints as plain dicts); False
-        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed. The fit's
-        first job starts the process on a helper thread, which sends the job once it runs: the training thread
-        does not wait for the start (a fork, or in a fresh interpreter the forkserver's import of torch)."""
+        (nothing sent) when a tensor cannot go through the shared buffer or the process has failed. Unless
+        :meth:`start_soon` started it, the fit's first job starts the process on a helper thread; while that
+        thread starts it, it takes the job and sends it once the process runs: the training thread does not wait
+        for the start (a fork, or in a fresh interpreter the forkserver's import of torch)."""
         self.wait()
         if self.failed:
             return False
@@ -338,12 +371,11 @@ class WriterProcess:
         jobs = [(op, path, None if c is None else index[id(c)]) for op, path, c in ops]
         self._pending = (descriptions, jobs)
         message = (self.arena.name, self.arena.layout, descriptions, jobs)
-        if self._process is None:
-            unguarded = unguarded_script_line()
-            self._starter = threading.Thread(target=self._start_and_send, args=(message, unguarded),
-                                             name="ember-checkpoint-writer-start", daemon=True)
-            self._starter.start()
-            return True
+        self.start_soon()
+        with self._handover:
+            if not self._ready:  # the helper thread is starting the process (or could not): it takes the job
+                self._first = message
+                return True
         try:
             assert self._conn is not None
             self._conn.send(message)
@@ -351,9 +383,9 @@ class WriterProcess:
             pass
         return True
 
-    def _start_and_send(self, message: Any, unguarded: int | None = None) -> None:
-        """On the helper thread: start the process, then send it its first job (the training thread joins this
-        thread before it reads the answer or sends anything else). ``unguarded``: the script's line that runs the fit
+    def _start_and_send(self, unguarded: int | None = None) -> None:
+        """On the helper thread: start the process, then send it the job submitted meanwhile, if any (the training
+        thread joins this thread before it reads an answer). ``unguarded``: the script's line that runs the fit
         outside ``if __name__ == "__main__":`` (no process is started then)."""
         try:
             if unguarded is not None:
@@ -365,6 +397,11 @@ class WriterProcess:
             self._start()
         except BaseException as exc:  # e.g. a script without `if __name__ == "__main__":` under spawn, no fork
             self._start_error = exc
+            return
+        with self._handover:
+            self._ready = True
+            message, self._first = self._first, None
+        if message is None:
             return
         try:
             assert self._conn is not None
@@ -444,6 +481,10 @@ class WriterProcess:
             self.wait()
         except CheckpointError as exc:
             log.error("%s", exc)
+        starter, self._starter = self._starter, None
+        if starter is not None:  # started early, no job came: the start completes, then the process stops
+            starter.join()
+            self._start_error = None
         if self._conn is not None:
             try:
                 self._conn.send(None)
