@@ -20,10 +20,10 @@ The process is started (from a ``forkserver`` where the platform has one, so tha
 fork, not an import of torch) when a fit that checkpoints begins (or else by its first save), on a helper thread
 that sends it the first save's job once it runs (the training thread goes on meanwhile). It is told to stop once
 the training's last write is answered (later saves are written at once, by the training process), and joined
-when the fit ends. If it cannot start, or dies (killed,
-out of memory), the job it held is written in this process from the shared buffer, the fit goes on with the
-writer thread, and a warning says so once. A checkpoint this path cannot describe (a tensor subclass,
-a sparse or quantized tensor) is written by the thread, from a snapshot, as before.
+when the fit ends. If it cannot start, or dies (killed, out of memory), the job it held is written in this process
+from the shared buffer, the fit goes on with the writer thread, and a warning says so once. A checkpoint this path
+cannot describe (a tensor subclass, a sparse or quantized tensor) is written by the thread, from a snapshot, as
+before.
 """
 
 from __future__ import annotations
