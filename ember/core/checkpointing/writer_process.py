@@ -435,7 +435,7 @@ class WriterProcess:
             starter.join()
             error, self._start_error = self._start_error, None
             if error is not None:
-                self._pending = None
+                self._pending = self._first = None  # (the job the helper thread never sent)
                 self.failed = True
                 log.warning("the checkpoint writer process could not start (%s: %s); writing its checkpoint in the "
                             "training process, and the rest of this fit's checkpoints on a writer thread",
