@@ -485,10 +485,13 @@ class WriterProcess:
             ready = self._ready
         if ready and self._pending is None and self._conn is not None:
             self._stopped = True
-            try:
+            self._hang_up()
+
+    def _hang_up(self) -> None:
+        """Tell the process to stop (it exits once it reads this) and close this end of the pipe."""
+        if self._conn is not None:
+            with contextlib.suppress(OSError):  # already gone
                 self._conn.send(None)
-            except OSError:
-                pass
             self._conn.close()
             self._conn = None
 
@@ -502,13 +505,7 @@ class WriterProcess:
         if starter is not None:  # started early, no job came: the start completes, then the process stops
             starter.join()
             self._start_error = None
-        if self._conn is not None:
-            try:
-                self._conn.send(None)
-            except OSError:
-                pass
-            self._conn.close()
-            self._conn = None
+        self._hang_up()
         if self._process is not None:
             self._process.join()
             self._process = None
