@@ -605,7 +605,7 @@ def test_a_script_without_a_main_guard_trains_once_and_says_why_no_writer_proces
 
 
 def test_the_main_guard_is_found_around_the_running_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from ember.core.checkpointing import writer_process
+    from ember.core.checkpointing import script_guard
 
     script = tmp_path / "s.py"
     script.write_text("import x\n\nif '__main__' == __name__:\n    run()\nrun()\n")
@@ -614,29 +614,29 @@ def test_the_main_guard_is_found_around_the_running_line(tmp_path: Path, monkeyp
     monkeypatch.setitem(sys.modules, "__main__", main)
     for line, expected in ((4, None), (5, 5)):
         code = compile("\n" * (line - 1) + "found = unguarded()", str(script), "exec")
-        vars(main)["unguarded"] = writer_process.unguarded_script_line
+        vars(main)["unguarded"] = script_guard.unguarded_script_line
         exec(code, vars(main))
         assert vars(main)["found"] == expected
     monkeypatch.setitem(sys.modules, "__main__", type(sys)("__main__"))  # an interactive session: no file
-    assert writer_process.unguarded_script_line() is None
+    assert script_guard.unguarded_script_line() is None
 
 
 def test_a_script_is_parsed_once_for_its_main_guard_until_it_changes(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each fit asks where the script's ``if __name__ == "__main__":`` blocks are; the script is parsed once, and
     again only when the file changed."""
-    from ember.core.checkpointing import writer_process
+    from ember.core.checkpointing import script_guard
 
     parsed: list[str] = []
-    parse = writer_process.ast.parse
-    monkeypatch.setattr(writer_process.ast, "parse", lambda source: parsed.append(source) or parse(source))
+    parse = script_guard.ast.parse
+    monkeypatch.setattr(script_guard.ast, "parse", lambda source: parsed.append(source) or parse(source))
     script = tmp_path / "s.py"
     script.write_text("import x\n\nif __name__ == '__main__':\n    run()\n")
-    assert writer_process._main_guards(str(script)) == ((3, 4),)
-    assert writer_process._main_guards(str(script)) == ((3, 4),) and len(parsed) == 1
+    assert script_guard._main_guards(str(script)) == ((3, 4),)
+    assert script_guard._main_guards(str(script)) == ((3, 4),) and len(parsed) == 1
     script.write_text("import x\nrun()\n\n\nif __name__ == '__main__':\n    run()\n    run()\n")
-    assert writer_process._main_guards(str(script)) == ((5, 7),) and len(parsed) == 2
-    assert writer_process._main_guards(str(tmp_path / "gone.py")) is None
+    assert script_guard._main_guards(str(script)) == ((5, 7),) and len(parsed) == 2
+    assert script_guard._main_guards(str(tmp_path / "gone.py")) is None
 
 
 def no_space_left() -> None:

@@ -36,14 +36,15 @@ ROOMS = {
     "loop": ("combined", "data", "evaluation", "loop_views", "loops", "metrics", "module_overrides", "optim", "parts",
              "results", "resumable_data", "rng", "run_inputs", "schedulers", "seed", "signals", "state", "training"),
     "checkpointing": ("async_writer", "checkpoint", "checkpoint_format", "checkpoint_paths", "checkpoint_writes",
-                      "plugin_state", "restarts", "writer_process"),
+                      "plugin_state", "restarts", "script_guard", "writer_process"),
     "api": ("callback", "datamodule", "hparams", "logger_adapter", "logging_api", "module", "null_logger",
             "role_plugins", "trainer", "trainer_properties"),
 }
 
 #: Modules written since the rooms: they never had a path directly under ember.core.
 _BORN_IN_A_ROOM = frozenset({"combined", "hparams", "logger_adapter", "loop_views", "null_logger", "parts",
-                             "plugin_state", "restarts", "role_plugins", "schedulers", "trainer_args", "writer_process"})
+                             "plugin_state", "restarts", "role_plugins", "schedulers", "script_guard", "trainer_args",
+                             "writer_process"})
 
 #: A module's former path -> its path now.
 MOVED = {f"{__name__}.{module}": f"{__name__}.{room}.{module}" for room, modules in ROOMS.items()
