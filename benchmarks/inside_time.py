@@ -31,10 +31,8 @@ import time
 from collections.abc import Callable, Iterator
 
 from benchmarks import frameworks, harness, workloads
-from benchmarks.instructions import Inside, resolve
+from benchmarks.instructions import WORKLOADS, Inside, make_workload, resolve
 
-_WORKLOADS: dict[str, Callable[..., workloads.Workload]] = {
-    "tiny128": workloads.tiny_epochs, "short": workloads.short_epochs, "digits": workloads.digits}
 _CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "thread": time.thread_time}
 
 
@@ -82,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.inside_time", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("functions", nargs="+", metavar="MODULE:FUNCTION")
-    p.add_argument("--workload", choices=sorted(_WORKLOADS), default="short")
+    p.add_argument("--workload", choices=WORKLOADS, default="short")
     p.add_argument("--fits", type=int, default=5, help="fits timed (default 5)")
     p.add_argument("--clock", choices=sorted(_CLOCKS), default="wall")
     args = p.parse_args(sys.argv[1:] if argv is None else argv)
@@ -97,9 +95,8 @@ def main(argv: list[str] | None = None) -> None:
         with harness.silenced():
             frameworks.ember_run(w, lambda: 0.0, defaults=True, callbacks=[bar])
 
-    make = _WORKLOADS[args.workload]
-    fit(make(epochs=1))
-    w = make()
+    fit(make_workload(args.workload, 1))
+    w = make_workload(args.workload, None)
     with timed(args.functions, _CLOCKS[args.clock]) as watches:
         for _ in range(args.fits):
             fit(w)

@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(run.stdout)
         if args.inside:
             key = _inside_workload(args)
-            w = _workload(key, args.epochs)
+            w = make_workload(key, args.epochs)
             print(format_inside(read_dumps(folder), args.inside, w.epochs, w.steps(), key))
             return
         print(format_table(read_dumps(folder), _steps(args), _loops(args), _counted_workloads(args)))
 
 
 def _steps(args: argparse.Namespace) -> dict[str, int]:
-    return {key: _workload(key, args.epochs).steps() for key in _counted_workloads(args)}
+    return {key: make_workload(key, args.epochs).steps() for key in _counted_workloads(args)}
 
 
 def _counted_workloads(args: argparse.Namespace) -> list[str]:
@@ -151,7 +151,8 @@ def _loops(args: argparse.Namespace) -> list[str]:
     return args.loops
 
 
-def _workload(key: str, epochs: int | None) -> Any:
+def make_workload(key: str, epochs: int | None) -> Any:
+    """The workload ``key`` of :mod:`benchmarks.workloads`, with ``epochs`` epochs (None: its own number)."""
     from benchmarks import workloads
 
     makers: dict[str, Callable[..., Any]] = {"tiny": workloads.tiny, "tiny128": workloads.tiny_epochs,
@@ -199,7 +200,7 @@ def _count(args: argparse.Namespace) -> None:
         _count_inside(args, library, bar)
         return
     for key in _counted_workloads(args):
-        counted, warm_up = _workload(key, args.epochs), _workload(key, 1)
+        counted, warm_up = make_workload(key, args.epochs), make_workload(key, 1)
         for name, run in (("raw", None), *_runs(args, bar)):
             for w, counting in ((warm_up, False), (counted, True)):  # first uncounted: imports, first-call caches
                 clock.name = f"{key}/{name}" if counting else None
@@ -230,13 +231,13 @@ def _count_inside(args: argparse.Namespace, library: Any, bar: Any) -> None:
     from benchmarks import frameworks, harness
 
     key = _inside_workload(args)
-    counted = _workload(key, args.epochs)
+    counted = make_workload(key, args.epochs)
 
     def fit(w: Any) -> None:
         with harness.silenced():
             frameworks.ember_run(w, lambda: 0.0, defaults=True, callbacks=[bar])
 
-    fit(_workload(key, 1))  # uncounted: imports, first-call caches
+    fit(make_workload(key, 1))  # uncounted: imports, first-call caches
     for spec in args.inside:
         owner, name = resolve(spec)
         counter = Inside(inspect.getattr_static(owner, name), library)
