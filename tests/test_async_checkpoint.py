@@ -519,29 +519,6 @@ def test_the_writer_process_starts_as_the_fit_begins_and_serves_its_first_save(t
     assert off.checkpointing.writer.process is None and multiprocessing.active_children() == []
 
 
-def test_the_writer_process_exits_once_training_is_over_while_the_fit_ends(tmp_path: Path) -> None:
-    """After the training's last write is answered no job can come (later saves write at once), so the process is
-    told to stop then: it exits while on_train_end and the rest of the fit run, and the fit's end only joins it.
-    A save in on_train_end is written by the training process, complete when the fit returns."""
-    exited: list[bool] = []
-
-    class Late(ember.Callback):
-        def on_train_end(self, trainer: Any, *args: Any) -> None:
-            process = trainer.checkpointing.writer.process
-            deadline = time.monotonic() + 60
-            while process.alive and time.monotonic() < deadline:
-                time.sleep(0.005)
-            exited.append(not process.alive)
-            trainer.save_checkpoint(tmp_path / "late.ckpt")
-
-    trainer = ember.Trainer(max_epochs=2, default_root_dir=str(tmp_path), callbacks=[Late()],
-                            checkpoint_io=TorchCheckpointIO(writer="process"), **QUIET)
-    trainer.fit(TinyClassifier(), tiny_loaders(n=16)[0])
-    assert exited == [True]
-    assert safe_load(str(tmp_path / "late.ckpt"))["global_step"] == trainer.global_step == 4
-    assert not trainer.checkpointing.writer.running
-
-
 def test_a_dead_writer_process_is_reported_once_and_the_fit_writes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     from ember.core.checkpointing import writer_process

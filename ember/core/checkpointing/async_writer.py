@@ -210,12 +210,6 @@ class BackgroundWriter:
                                   "permissions) or save synchronously with "
                                   "Trainer(checkpoint_io=TorchCheckpointIO(async_save=False)).") from error
 
-    def stop_process_soon(self) -> None:
-        """The fit's background writes are over (each answered): a writer process may exit now; :meth:`close`
-        joins it."""
-        if self.process is not None:
-            self.process.stop_soon()
-
     def wait_quietly(self) -> None:
         """:meth:`wait`, logging a failure instead of raising it (while another exception is on its way)."""
         try:

@@ -442,7 +442,6 @@ class Checkpointing:
         self.safe_point_due = self.stop_signal is not None
         self._flush()
         self.writer.wait()  # on_train_end and later find every file complete
-        self.writer.stop_process_soon()  # later saves write at once: a writer process exits while the fit ends
 
     def request_stop(self, signum: int, requeue: bool) -> None:
         """Stop at the next safe point (see :func:`ember.core.loop.signals.request_stop`)."""

@@ -18,8 +18,7 @@ process starts, by reference to its class.
 
 The process is started (from a ``forkserver`` where the platform has one, so that starting it per fit costs a
 fork, not an import of torch) when a fit that checkpoints begins (or else by its first save), on a helper thread
-that sends it the first save's job once it runs (the training thread goes on meanwhile). It is told to stop once
-the training's last write is answered (later saves are written at once, by the training process), and joined
+that sends it the first save's job once it runs (the training thread goes on meanwhile), and stopped and joined
 when the fit ends. If it cannot start, or dies (killed, out of memory), the job it held is written in this process
 from the shared buffer, the fit goes on with the writer thread, and a warning says so once. A checkpoint this path
 cannot describe (a tensor subclass, a sparse or quantized tensor) is written by the thread, from a snapshot, as
@@ -274,7 +273,6 @@ class WriterProcess:
         self._ready = False
         self._first: Any = None
         self._handover = threading.Lock()
-        self._stopped = False  # told to stop (stop_soon): any later job goes to the writer thread
 
     @property
     def busy(self) -> bool:
@@ -304,7 +302,7 @@ class WriterProcess:
         thread starts it, it takes the job and sends it once the process runs: the training thread does not wait
         for the start (a fork, or in a fresh interpreter the forkserver's import of torch)."""
         self.wait()
-        if self.failed or self._stopped:
+        if self.failed:
             return False
         index: dict[int, int] = {}
         checkpoints: list[Any] = []
@@ -424,24 +422,6 @@ class WriterProcess:
         carry_out(self.storage, jobs, rebuild(descriptions, self.arena.layout, self.arena.memory.buf),
                   lambda path: None)
 
-    def stop_soon(self) -> None:
-        """No more jobs will come (the fit's training is over and its last write answered): tell the process to
-        stop, and let it exit while the fit ends; :meth:`close` joins it (about 5 ms for a process forked from the
-        forkserver, overlapped this way with the fit's last hooks)."""
-        with self._handover:
-            ready = self._ready
-        if ready and self._pending is None and self._conn is not None:
-            self._stopped = True
-            self._hang_up()
-
-    def _hang_up(self) -> None:
-        """Tell the process to stop (it exits once it reads this) and close this end of the pipe."""
-        if self._conn is not None:
-            with contextlib.suppress(OSError):  # already gone
-                self._conn.send(None)
-            self._conn.close()
-            self._conn = None
-
     def close(self) -> None:
         """Finish the job in flight (logging a failure), stop the process and join it, free the buffer."""
         try:
@@ -452,7 +432,11 @@ class WriterProcess:
         if starter is not None:  # started early, no job came: the start completes, then the process stops
             starter.join()
             self._start_error = None
-        self._hang_up()
+        if self._conn is not None:
+            with contextlib.suppress(OSError):  # already gone
+                self._conn.send(None)
+            self._conn.close()
+            self._conn = None
         if self._process is not None:
             self._process.join()
             self._process = None
